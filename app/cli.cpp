@@ -1,0 +1,88 @@
+#include "cli.hpp"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include "common/error.hpp"
+
+namespace ember::app {
+
+bool parse_options(const std::string& command, const std::vector<std::string>& args,
+                   const po::options_description& options, const po::positional_options_description& positional,
+                   po::variables_map& vm) {
+    po::options_description all(options);
+    all.add_options()("help,h", "show this help");
+    try {
+        po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+        if (vm.count("help")) {
+            std::cout << "usage: ember " << command << " [options]\n" << all << "\n";
+            return false;
+        }
+        po::notify(vm);
+    } catch (const po::error& e) {
+        throw UsageError(fmt::format("ember {}: {}", command, e.what()));
+    }
+    return true;
+}
+
+std::optional<models::Family> parse_arch(const std::string& arch) {
+    if (arch == "auto") return std::nullopt;
+    if (auto family = models::family_from_name(arch)) return family;
+    throw UsageError(fmt::format("--arch '{}' is not one of auto, llama, qwen3, gemma4", arch));
+}
+
+std::string read_prompt(const po::variables_map& vm) {
+    const bool has_text = vm.count("prompt") > 0;
+    const bool has_file = vm.count("file") > 0;
+    if (has_text == has_file) throw UsageError("give exactly one of --prompt TEXT or --file PATH");
+    if (has_text) return vm["prompt"].as<std::string>();
+    const auto path = vm["file"].as<std::string>();
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(fmt::format("{}: cannot open prompt file", path));
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+namespace {
+
+void pretty(std::ostream& os, const boost::json::value& v, int indent) {
+    const std::string pad(static_cast<std::size_t>(indent), ' ');
+    if (v.is_object()) {
+        const auto& obj = v.get_object();
+        if (obj.empty()) { os << "{}"; return; }
+        os << "{\n";
+        std::size_t i = 0;
+        for (const auto& kv : obj) {
+            os << pad << "  " << boost::json::serialize(kv.key()) << ": ";
+            pretty(os, kv.value(), indent + 2);
+            os << (++i < obj.size() ? ",\n" : "\n");
+        }
+        os << pad << "}";
+    } else if (v.is_array()) {
+        const auto& arr = v.get_array();
+        const bool flat = std::all_of(arr.begin(), arr.end(), [](const auto& e) { return !e.is_object() && !e.is_array(); });
+        if (arr.empty() || flat) { os << boost::json::serialize(v); return; }
+        os << "[\n";
+        for (std::size_t i = 0; i < arr.size(); ++i) {
+            os << pad << "  ";
+            pretty(os, arr[i], indent + 2);
+            os << (i + 1 < arr.size() ? ",\n" : "\n");
+        }
+        os << pad << "]";
+    } else {
+        os << boost::json::serialize(v);
+    }
+}
+
+}  // namespace
+
+void print_json(const boost::json::value& value) {
+    std::ostringstream os;
+    pretty(os, value, 0);
+    std::cout << os.str() << "\n";
+}
+
+}  // namespace ember::app

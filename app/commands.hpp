@@ -1,0 +1,12 @@
+// The subcommands of `ember`. Each takes its arguments without the subcommand name and
+// returns an exit code; errors are thrown (ember::Error -> 1, ember::UsageError -> 2).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ember::app {
+
+int run_inspect(const std::vector<std::string>& args);
+
+}  // namespace ember::app

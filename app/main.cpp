@@ -1,0 +1,58 @@
+// ember: the command-line entry point. Dispatches to a subcommand and turns errors into
+// exit codes: 0 success, 1 the work failed, 2 bad usage. Errors go to stderr.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+#include <string_view>
+
+#include "cli.hpp"
+#include "commands.hpp"
+#include "common/error.hpp"
+
+namespace {
+
+struct Subcommand {
+    std::string_view name;
+    std::string_view summary;
+    int (*run)(const std::vector<std::string>&);
+};
+
+constexpr Subcommand kSubcommands[] = {
+    {"inspect", "describe a GGUF model: family, hyperparameters, tokenizer, tensors", ember::app::run_inspect},
+};
+
+void print_usage(std::FILE* out) {
+    fmt::print(out, "usage: ember <command> [options]   (ember <command> --help for its options)\n\ncommands:\n");
+    for (const auto& c : kSubcommands) fmt::print(out, "  {:<10} {}\n", c.name, c.summary);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        print_usage(stderr);
+        return ember::app::kExitUsage;
+    }
+    const std::string_view command = argv[1];
+    if (command == "--help" || command == "-h" || command == "help") {
+        print_usage(stdout);
+        return 0;
+    }
+    const std::vector<std::string> args(argv + 2, argv + argc);
+    for (const auto& c : kSubcommands) {
+        if (c.name != command) continue;
+        try {
+            return c.run(args);
+        } catch (const ember::UsageError& e) {
+            fmt::print(stderr, "error: {}\n", e.what());
+            return ember::app::kExitUsage;
+        } catch (const std::exception& e) {
+            fmt::print(stderr, "error: {}\n", e.what());
+            return ember::app::kExitFailure;
+        }
+    }
+    fmt::print(stderr, "error: unknown command '{}'\n", command);
+    print_usage(stderr);
+    return ember::app::kExitUsage;
+}

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Configures and builds the Release tree in build/ (or $EMBER_BUILD_DIR) with -j2.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${EMBER_BUILD_DIR:-$root/build}
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build" -j "${EMBER_JOBS:-2}"

@@ -1,0 +1,50 @@
+// Exactly N threads for the fast kernels: a oneTBB task_arena of concurrency N (the
+// calling thread plus N - 1 workers). With one thread nothing goes through oneTBB.
+// If N exceeds what oneTBB would use by default, a tbb::global_control owned by the pool
+// raises the process limit for as long as the pool lives.
+#pragma once
+
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/partitioner.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <cstddef>
+#include <memory>
+
+namespace ember::kernels::fast {
+
+class ThreadPool {
+public:
+    explicit ThreadPool(int threads);  // ember::Error unless 1 <= threads <= 1024
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    int threads() const { return threads_; }
+
+    // Calls body(begin, end) on disjoint chunks covering [0, n), each at most `grain`
+    // long, possibly in parallel; returns when all are done. Chunks are handed out
+    // dynamically, so which thread runs which chunk varies; callers make each chunk's
+    // result independent of that.
+    template <typename Body>
+    void for_chunks(std::size_t n, std::size_t grain, const Body& body) {
+        if (n == 0) return;
+        if (threads_ == 1 || n <= grain) {
+            body(std::size_t{0}, n);
+            return;
+        }
+        arena_->execute([&] {
+            oneapi::tbb::parallel_for(
+                oneapi::tbb::blocked_range<std::size_t>(0, n, grain),
+                [&](const oneapi::tbb::blocked_range<std::size_t>& range) { body(range.begin(), range.end()); },
+                oneapi::tbb::simple_partitioner());
+        });
+    }
+
+private:
+    int threads_;
+    std::unique_ptr<oneapi::tbb::global_control> limit_;
+    std::unique_ptr<oneapi::tbb::task_arena> arena_;
+};
+
+}  // namespace ember::kernels::fast

@@ -9,6 +9,7 @@
 #include "kernels/fast/intrinsics.hpp"
 
 #include "kernels/fast/half_precision.hpp"
+#include "kernels/fast/prefetch.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 
 namespace ember::kernels::fast::avx2 {
@@ -40,7 +41,9 @@ void q8_0_tile(const MatmulTask& task, std::size_t r0, std::size_t t0) {
         for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
     const __m256i ones = _mm256_set1_epi16(1);
 
+    const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, n_blocks);
     for (std::size_t b = 0; b < n_blocks; ++b) {
+        prefetch(b);
         __m256i wq[R], wabs[R];
         __m256 wd[R];
         for (int r = 0; r < R; ++r) {
@@ -99,8 +102,10 @@ void float_tile(const MatmulTask& task, std::size_t r0, std::size_t t0) {
         for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
 
     const std::size_t n = task.cols;
+    const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, n / 8);
     std::size_t k = 0;
     for (; k + 8 <= n; k += 8) {
+        prefetch(k / 8);
         __m256 wv[R];
         for (int r = 0; r < R; ++r) wv[r] = Loader::load(w[r] + k);
         for (int t = 0; t < T; ++t) {

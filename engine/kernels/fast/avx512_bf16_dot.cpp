@@ -9,6 +9,7 @@
 #include "kernels/fast/intrinsics.hpp"
 
 #include "kernels/fast/avx512_common.hpp"
+#include "kernels/fast/prefetch.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 
 namespace ember::kernels::fast::avx512_bf16 {
@@ -30,8 +31,10 @@ struct BF16Tile {
             for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
 
         const std::size_t n = task.cols;
+        const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, n / 32);
         std::size_t k = 0;
         for (; k + 32 <= n; k += 32) {
+            prefetch(k / 32);
             __m512bh wv[R];
             for (int r = 0; r < R; ++r) wv[r] = load_pairs(w[r] + k);
             for (int t = 0; t < T; ++t) {

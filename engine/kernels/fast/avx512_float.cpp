@@ -9,6 +9,7 @@
 #include "kernels/fast/intrinsics.hpp"
 
 #include "kernels/fast/avx512_common.hpp"
+#include "kernels/fast/prefetch.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 
 namespace ember::kernels::fast::avx512 {
@@ -46,8 +47,10 @@ struct FloatTile {
             for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
 
         const std::size_t n = task.cols;
+        const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, n / 16);
         std::size_t k = 0;
         for (; k + 16 <= n; k += 16) {
+            prefetch(k / 16);
             __m512 wv[R];
             for (int r = 0; r < R; ++r) wv[r] = Loader::load(w[r] + k);
             for (int t = 0; t < T; ++t) {

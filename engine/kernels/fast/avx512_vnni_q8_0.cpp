@@ -13,6 +13,7 @@
 #include "kernels/fast/intrinsics.hpp"
 
 #include "kernels/fast/avx512_common.hpp"
+#include "kernels/fast/prefetch.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 
 namespace ember::kernels::fast::avx512_vnni {
@@ -75,11 +76,62 @@ struct Q8_0Tile {
     }
 };
 
+// The matrix-vector product (one token), eight rows at a time. Here a 512-bit register
+// holds the lanes of two rows (low half row 2q, high half row 2q + 1) for the one token,
+// and the eight rows' scales are converted together: per block, the weight side costs
+// one load pair, an xor, a vpdpbusd, a convert, a permute and an FMA per two rows.
+void q8_0_gemv8(const MatmulTask& task, std::size_t r0) {
+    const std::size_t n_blocks = task.cols / kQ8_0BlockSize;
+    const BlockQ8_0* w[8];
+    for (int r = 0; r < 8; ++r) w[r] = reinterpret_cast<const BlockQ8_0*>(task.weights + (r0 + r) * task.weight_row_bytes);
+    const auto* a = reinterpret_cast<const BlockQ8_0*>(task.acts);
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    __m512i pair_index[4];
+    for (int q = 0; q < 4; ++q) {
+        pair_index[q] = _mm512_inserti64x4(_mm512_set1_epi32(2 * q), _mm256_set1_epi32(2 * q + 1), 1);
+    }
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+
+    const NextRowsPrefetch prefetch(task, r0 + 8, 8, n_blocks);
+    for (std::size_t b = 0; b < n_blocks; ++b) {
+        prefetch(b);
+        const __m512i aq = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs)));
+        const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, aq));
+        __m128i scales = _mm_setzero_si128();
+        scales = _mm_insert_epi16(scales, w[0][b].d, 0);
+        scales = _mm_insert_epi16(scales, w[1][b].d, 1);
+        scales = _mm_insert_epi16(scales, w[2][b].d, 2);
+        scales = _mm_insert_epi16(scales, w[3][b].d, 3);
+        scales = _mm_insert_epi16(scales, w[4][b].d, 4);
+        scales = _mm_insert_epi16(scales, w[5][b].d, 5);
+        scales = _mm_insert_epi16(scales, w[6][b].d, 6);
+        scales = _mm_insert_epi16(scales, w[7][b].d, 7);
+        // d_w * d_a for the eight rows, in lanes 0..7
+        const __m512 dd8 = _mm512_castps256_ps512(_mm256_mul_ps(_mm256_cvtph_ps(scales), _mm256_set1_ps(_cvtsh_ss(a[b].d))));
+        for (int q = 0; q < 4; ++q) {
+            const __m512i wq = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[2 * q][b].qs))),
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[2 * q + 1][b].qs)), 1);
+            const __m512 s = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, _mm512_xor_si512(wq, flip), aq));
+            acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pair_index[q], dd8), s, acc[q]);
+        }
+    }
+    for (int q = 0; q < 4; ++q) {
+        task.out[r0 + 2 * q] = avx512_fold8(_mm512_castps512_ps256(acc[q]));
+        task.out[r0 + 2 * q + 1] = avx512_fold8(_mm512_extractf32x8_ps(acc[q], 1));
+    }
+}
+
 }  // namespace
 
 void q8_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    if (task.n_tokens == 1) avx512_walk_rows<Q8_0Tile, 4, 1>(task, row_begin, row_end);
-    else avx512_walk_rows<Q8_0Tile, 4, 6>(task, row_begin, row_end);
+    if (task.n_tokens == 1) {
+        std::size_t r = row_begin;
+        for (; r + 8 <= row_end; r += 8) q8_0_gemv8(task, r);
+        for (; r < row_end; ++r) Q8_0Tile::run<1, 1>(task, r, 0);
+        return;
+    }
+    avx512_walk_rows<Q8_0Tile, 4, 6>(task, row_begin, row_end);
 }
 
 }  // namespace ember::kernels::fast::avx512_vnni

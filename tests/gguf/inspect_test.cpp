@@ -110,7 +110,7 @@ TEST_CASE("inspect: synth-gemma4 has per-layer head dims, KV heads and rope base
     CHECK(o.at("final_logit_softcap").to_number<double>() == 30.0);
 }
 
-TEST_CASE("inspect: qwen3 head_dim x heads differs from n_embd; llama3 is tied with rope_freqs") {
+TEST_CASE("inspect: qwen3 head_dim x heads differs from n_embd, and llama3 is tied with rope_freqs") {
     const auto q = inspect("synth-qwen3-q8_0");
     CHECK(q.at("family") == "qwen3");
     CHECK(q.at("layers").at(0).at("head_dim") == 32);

@@ -103,7 +103,7 @@ std::vector<std::string> tiny_vocab() {
 }
 
 gguf::Writer tiny_model_writer(const TinySpec& s) {
-    gguf::Writer w;
+    gguf::Writer w(s.alignment);
     const std::string& a = s.arch;
     const auto vocab = tiny_vocab();
     const auto n_vocab = static_cast<std::uint32_t>(vocab.size());

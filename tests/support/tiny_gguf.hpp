@@ -22,6 +22,7 @@ struct TinySpec {
     gguf::GgmlType weight_type = gguf::GgmlType::F32;  // matrices; norms stay F32
     bool tied_output = false;
     std::uint32_t seed = 1;
+    std::uint32_t alignment = 32;  // general.alignment (written only when not the default)
 };
 
 // Writer with every key and tensor of the spec already added; tests may add more.

@@ -9,7 +9,7 @@ seconds=${1:-60}
 build=${EMBER_FUZZ_BUILD_DIR:-$root/build-fuzz}
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DEMBER_SANITIZE=ON -DEMBER_FUZZ=ON >/dev/null
-cmake --build "$build" -j "${EMBER_JOBS:-2}" --target gguf_fuzz
+cmake --build "$build" -j "${EMBER_JOBS:-2}" --target gguf_fuzz >/dev/null
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$root/fuzz-out"

@@ -4,11 +4,13 @@
 // (EMBER_CPU picks another) and a given thread count.
 //
 //   ember_kernel_bench [--threads N] [--tokens T] [--types q8_0,f16,bf16,f32]
-//                      [--seconds S] [--no-gemm] [--no-gemv]
+//                      [--seconds S] [--no-gemm] [--no-gemv] [--no-ops]
 //
 // Decode streams weights from memory, not cache: each matrix-vector measurement cycles
 // through enough copies of the weights to exceed any last-level cache (>= 256 MiB).
 // Every product includes converting its F32 activations (quantizing for Q8_0).
+// The ops section times attention (1B shape: 32 query / 8 KV heads of 64) for one
+// decoded token at a few context lengths and for the whole prefill, and SwiGLU.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,6 +21,8 @@
 #include <vector>
 
 #include "kernels/fast/aligned_buffer.hpp"
+#include "kernels/fast/attention.hpp"
+#include "kernels/fast/ops.hpp"
 #include "kernels/fast/half_precision.hpp"
 #include "kernels/fast/kernel_set.hpp"
 #include "kernels/fast/matmul.hpp"
@@ -93,6 +97,52 @@ double median_seconds(double seconds, Run run) {
     return times[times.size() / 2];
 }
 
+void bench_ops(const fast::KernelSet& kernels, fast::ThreadPool& pool, std::size_t n_tokens, double seconds) {
+    const fast::AttentionShape shape{32, 8, 64, 0.125f, 0};
+    const std::size_t width = 32 * 64, kv_width = 8 * 64, max_positions = 4096;
+    std::mt19937 rng(3);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<float> q(n_tokens * width), out(n_tokens * width);
+    for (auto& v : q) v = dist(rng);
+    for (fast::KvType type : {fast::KvType::f32, fast::KvType::f16}) {
+        const std::size_t element = type == fast::KvType::f32 ? 4 : 2;
+        fast::AlignedBuffer keys(max_positions * kv_width * element), values(max_positions * kv_width * element);
+        for (std::size_t i = 0; i < max_positions * kv_width; ++i) {
+            const float k = dist(rng), v = dist(rng);
+            if (type == fast::KvType::f32) {
+                std::memcpy(keys.data() + 4 * i, &k, 4);
+                std::memcpy(values.data() + 4 * i, &v, 4);
+            } else {
+                const std::uint16_t hk = fast::fp32_to_fp16(k), hv = fast::fp32_to_fp16(v);
+                std::memcpy(keys.data() + 2 * i, &hk, 2);
+                std::memcpy(values.data() + 2 * i, &hv, 2);
+            }
+        }
+        const fast::KvCacheView kv{type, keys.data(), values.data(), kv_width * element, max_positions};
+        fast::AlignedBuffer workspace(fast::attention_workspace_bytes(pool.threads(), shape, max_positions));
+        const char* name = type == fast::KvType::f32 ? "F32 KV" : "F16 KV";
+        for (std::size_t context : {192, 1024, 4096}) {
+            const double s = median_seconds(seconds, [&](std::size_t) {
+                fast::attention(kernels, pool, q.data(), width, 1, kv, context - 1, shape, out.data(), width, workspace.span());
+            });
+            fmt::print("attention decode, {}, context {:>5}: {:9.1f} us per layer\n", name, context, s * 1e6);
+        }
+        const double s = median_seconds(seconds, [&](std::size_t) {
+            fast::attention(kernels, pool, q.data(), width, n_tokens, kv, 0, shape, out.data(), width, workspace.span());
+        });
+        fmt::print("attention prefill, {}, {} tokens: {:9.1f} us per layer\n", name, n_tokens, s * 1e6);
+    }
+    std::vector<float> gate(n_tokens * 8192), up(n_tokens * 8192), h(n_tokens * 8192);
+    for (auto& v : gate) v = dist(rng);
+    for (auto& v : up) v = dist(rng);
+    for (std::size_t rows : {std::size_t{1}, n_tokens}) {
+        const double s = median_seconds(seconds, [&](std::size_t) {
+            fast::swiglu(kernels, pool, gate.data(), 8192, up.data(), 8192, h.data(), 8192, rows, 8192);
+        });
+        fmt::print("swiglu {} x 8192: {:9.1f} us\n", rows, s * 1e6);
+    }
+}
+
 GgmlType parse_type(const std::string& name) {
     if (name == "q8_0") return GgmlType::Q8_0;
     if (name == "f16") return GgmlType::F16;
@@ -107,7 +157,7 @@ int main(int argc, char** argv) {
     int threads = 2;
     std::size_t n_tokens = 128;
     double seconds = 1.0;
-    bool gemm = true, gemv = true;
+    bool gemm = true, gemv = true, ops = true;
     std::vector<GgmlType> types = {GgmlType::Q8_0, GgmlType::F16, GgmlType::BF16};
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
@@ -120,6 +170,7 @@ int main(int argc, char** argv) {
         else if (arg == "--seconds") seconds = std::stod(next());
         else if (arg == "--no-gemm") gemm = false;
         else if (arg == "--no-gemv") gemv = false;
+        else if (arg == "--no-ops") ops = false;
         else if (arg == "--types") {
             types.clear();
             std::string list = next();
@@ -130,7 +181,7 @@ int main(int argc, char** argv) {
             }
         } else {
             fmt::print(stderr, "usage: ember_kernel_bench [--threads N] [--tokens T] [--types q8_0,f16,bf16,f32] "
-                               "[--seconds S] [--no-gemm] [--no-gemv]\n");
+                               "[--seconds S] [--no-gemm] [--no-gemv] [--no-ops]\n");
             return 2;
         }
     }
@@ -177,5 +228,6 @@ int main(int argc, char** argv) {
             std::fflush(stdout);
         }
     }
+    if (ops) bench_ops(kernels, pool, n_tokens, seconds);
     return 0;
 }

@@ -22,6 +22,10 @@ KernelSet scalar_set() {
     k.f16_matmul_rows = scalar::f16_matmul_rows;
     k.bf16_matmul_rows = scalar::bf16_matmul_rows;
     k.f32_matmul_rows = scalar::f32_matmul_rows;
+    k.swiglu_row = scalar::swiglu_row;
+    k.softmax_row = scalar::softmax_row;
+    k.weighted_sum_f32 = scalar::weighted_sum_f32;
+    k.weighted_sum_f16 = scalar::weighted_sum_f16;
     return k;
 }
 
@@ -36,6 +40,10 @@ KernelSet avx2_set() {
     k.f16_matmul_rows = avx2::f16_matmul_rows;
     k.bf16_matmul_rows = avx2::bf16_matmul_rows;
     k.f32_matmul_rows = avx2::f32_matmul_rows;
+    k.swiglu_row = avx2::swiglu_row;
+    k.softmax_row = avx2::softmax_row;
+    k.weighted_sum_f32 = avx2::weighted_sum_f32;
+    k.weighted_sum_f16 = avx2::weighted_sum_f16;
     return k;
 }
 
@@ -50,6 +58,10 @@ KernelSet avx512_set(const CpuFeatures& f) {
     k.f16_matmul_rows = avx512::f16_matmul_rows;
     k.bf16_matmul_rows = avx512::bf16_matmul_rows;
     k.f32_matmul_rows = avx512::f32_matmul_rows;
+    k.swiglu_row = avx512::swiglu_row;
+    k.softmax_row = avx512::softmax_row;
+    k.weighted_sum_f32 = avx512::weighted_sum_f32;
+    k.weighted_sum_f16 = avx512::weighted_sum_f16;
     if (f.avx512vnni) k.q8_0_matmul_rows = avx512_vnni::q8_0_matmul_rows;
     if (f.avx512bf16) k.bf16_matmul_rows = avx512_bf16::bf16_matmul_rows;
     if (f.avx512vnni && f.avx512bf16) k.description = "avx512+vnni+bf16";

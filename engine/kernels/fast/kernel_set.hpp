@@ -39,6 +39,19 @@ struct KernelSet {
     MatmulRowsFn f16_matmul_rows = nullptr;   // F16 weights x F16 activations
     MatmulRowsFn bf16_matmul_rows = nullptr;  // BF16 weights x BF16 activations
     MatmulRowsFn f32_matmul_rows = nullptr;   // F32 weights x F32 activations
+
+    // ---- activations, one row of n values
+    // out = silu(gate) * up, silu(x) = x / (1 + exp(-x)): whole groups of 16 use
+    // llama.cpp's vector exp (vector_exp.hpp), the rest the C library's expf, as
+    // llama.cpp's AVX-512 build does; bit-identical across variants.
+    void (*swiglu_row)(const float* gate, const float* up, float* out, std::size_t n) = nullptr;
+
+    // ---- attention pieces (attention.hpp puts them together)
+    // In place over one row of n scores: s *= scale; p = exp(s - max) / sum, with the
+    // vector exp and the sum in double.
+    void (*softmax_row)(float* scores, std::size_t n, float scale) = nullptr;
+    WeightedSumFn weighted_sum_f32 = nullptr;  // F32 values
+    WeightedSumFn weighted_sum_f16 = nullptr;  // F16 values
 };
 
 // The kernel set of `variant` on a CPU with `features`; ember::Error if the CPU lacks

@@ -41,4 +41,21 @@ struct MatmulTask {
 // rows are split between calls or threads, nor on n_tokens.
 using MatmulRowsFn = void (*)(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 
+// out[h * out_stride + d] = sum over j < n of p[h * p_stride + j] * v_j[d], for heads
+// h < n_heads and d < head_dim; v_j starts at v + j * v_row_bytes (F32 or F16 values).
+// The weighted sum of values in attention, for query heads that share one KV head.
+struct WeightedSumTask {
+    const float* p = nullptr;
+    std::size_t p_stride = 0;
+    std::size_t n_heads = 0;
+    std::size_t n = 0;
+    const std::byte* v = nullptr;
+    std::size_t v_row_bytes = 0;
+    std::size_t head_dim = 0;
+    float* out = nullptr;
+    std::size_t out_stride = 0;
+};
+
+using WeightedSumFn = void (*)(const WeightedSumTask& task);
+
 }  // namespace ember::kernels::fast

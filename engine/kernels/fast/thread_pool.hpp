@@ -41,6 +41,25 @@ public:
         });
     }
 
+    // As for_chunks, with body(begin, end, worker): worker in [0, threads()) is the
+    // thread running the chunk, for per-thread scratch space.
+    template <typename Body>
+    void for_chunks_indexed(std::size_t n, std::size_t grain, const Body& body) {
+        if (n == 0) return;
+        if (threads_ == 1 || n <= grain) {
+            body(std::size_t{0}, n, 0);
+            return;
+        }
+        arena_->execute([&] {
+            oneapi::tbb::parallel_for(
+                oneapi::tbb::blocked_range<std::size_t>(0, n, grain),
+                [&](const oneapi::tbb::blocked_range<std::size_t>& range) {
+                    body(range.begin(), range.end(), oneapi::tbb::this_task_arena::current_thread_index());
+                },
+                oneapi::tbb::simple_partitioner());
+        });
+    }
+
 private:
     int threads_;
     std::unique_ptr<oneapi::tbb::global_control> limit_;

@@ -23,6 +23,10 @@ void q8_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t
 void f16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void bf16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void f32_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void swiglu_row(const float* gate, const float* up, float* out, std::size_t n);
+void softmax_row(float* scores, std::size_t n, float scale);
+void weighted_sum_f32(const WeightedSumTask& task);
+void weighted_sum_f16(const WeightedSumTask& task);
 }  // namespace scalar
 
 namespace avx2 {  // -mavx2 -mfma -mf16c
@@ -33,6 +37,10 @@ void q8_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t
 void f16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void bf16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void f32_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void swiglu_row(const float* gate, const float* up, float* out, std::size_t n);
+void softmax_row(float* scores, std::size_t n, float scale);
+void weighted_sum_f32(const WeightedSumTask& task);
+void weighted_sum_f16(const WeightedSumTask& task);
 }  // namespace avx2
 
 namespace avx512 {  // avx2 flags + -mavx512f -mavx512bw -mavx512vl -mavx512dq
@@ -42,6 +50,10 @@ void round_row_bf16(const float* x, std::uint16_t* y, std::size_t n);
 void f16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void bf16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void f32_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void swiglu_row(const float* gate, const float* up, float* out, std::size_t n);
+void softmax_row(float* scores, std::size_t n, float scale);
+void weighted_sum_f32(const WeightedSumTask& task);
+void weighted_sum_f16(const WeightedSumTask& task);
 }  // namespace avx512
 
 namespace avx512_vnni {  // avx512 flags + -mavx512vnni

@@ -1,0 +1,60 @@
+#include "models/model.hpp"
+
+#include <fmt/format.h>
+
+#include <string_view>
+
+#include "common/error.hpp"
+#include "models/llama.hpp"
+
+namespace ember::models {
+namespace {
+
+// The registry: general.architecture -> the family that implements it.
+struct FamilyEntry {
+    Family family;
+    std::unique_ptr<Model> (*load)(const gguf::File& file, ModelConfig config);
+};
+
+constexpr FamilyEntry kFamilies[] = {
+    {Family::Llama, load_llama},
+};
+
+}  // namespace
+
+std::unique_ptr<Model> load_model(const gguf::File& file, std::optional<Family> expected) {
+    ModelConfig config = load_model_config(file, expected);
+    for (const FamilyEntry& entry : kFamilies) {
+        if (entry.family == config.family) return entry.load(file, std::move(config));
+    }
+    throw Error(fmt::format("{}: no forward pass is registered for architecture '{}'", file.source(), config.architecture));
+}
+
+kernels::RopeParams rope_params(const ModelConfig& config, const LayerConfig& layer, std::span<const float> freq_factors) {
+    kernels::RopeParams p;
+    p.pairing = config.rope_mode == RopeMode::Norm ? kernels::RopePairing::Adjacent : kernels::RopePairing::HalfSplit;
+    p.n_heads = layer.n_head;  // callers override for K (n_head_kv)
+    p.head_dim = layer.head_dim;
+    p.n_rot = layer.n_rot;
+    p.freq_base = layer.rope_base;
+    p.freq_scale = layer.rope_freq_scale;
+    if (layer.uses_rope_freqs) p.freq_factors = freq_factors;
+    p.ext_factor = config.yarn_ext_factor;
+    p.attn_factor = config.rope_attn_factor;
+    p.beta_fast = config.yarn_beta_fast;
+    p.beta_slow = config.yarn_beta_slow;
+    p.n_ctx_orig = config.n_ctx_orig;
+    return p;
+}
+
+kernels::AttentionParams attention_params(const ModelConfig& config, const LayerConfig& layer) {
+    kernels::AttentionParams p;
+    p.n_head = layer.n_head;
+    p.n_head_kv = layer.n_head_kv;
+    p.head_dim = layer.head_dim;
+    p.scale = layer.attention_scale;
+    p.window = layer.sliding_window ? config.n_swa : 0;
+    return p;
+}
+
+}  // namespace ember::models

@@ -6,6 +6,7 @@
 
 #include "common/error.hpp"
 #include "models/llama.hpp"
+#include "models/qwen3.hpp"
 
 namespace ember::models {
 namespace {
@@ -18,6 +19,7 @@ struct FamilyEntry {
 
 constexpr FamilyEntry kFamilies[] = {
     {Family::Llama, load_llama},
+    {Family::Qwen3, load_qwen3},
 };
 
 }  // namespace

@@ -180,5 +180,6 @@ TEST_CASE("golden f32: stories260K-f16") { check_model("stories260K-f16"); }
 TEST_CASE("golden f32: stories260K-bf16") { check_model("stories260K-bf16"); }
 TEST_CASE("golden f32: llama-2-tiny-random") { check_model("llama-2-tiny-random"); }
 TEST_CASE("golden f32: synth-llama3-q8_0") { check_model("synth-llama3-q8_0"); }
+TEST_CASE("golden f32: synth-qwen3-q8_0") { check_model("synth-qwen3-q8_0"); }
 
 }  // namespace ember::test

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "common/error.hpp"
+#include "models/gemma4.hpp"
 #include "models/llama.hpp"
 #include "models/qwen3.hpp"
 
@@ -20,6 +21,7 @@ struct FamilyEntry {
 constexpr FamilyEntry kFamilies[] = {
     {Family::Llama, load_llama},
     {Family::Qwen3, load_qwen3},
+    {Family::Gemma4, load_gemma4},
 };
 
 }  // namespace

@@ -181,5 +181,7 @@ TEST_CASE("golden f32: stories260K-bf16") { check_model("stories260K-bf16"); }
 TEST_CASE("golden f32: llama-2-tiny-random") { check_model("llama-2-tiny-random"); }
 TEST_CASE("golden f32: synth-llama3-q8_0") { check_model("synth-llama3-q8_0"); }
 TEST_CASE("golden f32: synth-qwen3-q8_0") { check_model("synth-qwen3-q8_0"); }
+TEST_CASE("golden f32: synth-gemma4-q8_0") { check_model("synth-gemma4-q8_0"); }
+TEST_CASE("golden f32: synth-gemma4-e-q8_0") { check_model("synth-gemma4-e-q8_0"); }
 
 }  // namespace ember::test

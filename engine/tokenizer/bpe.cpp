@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <limits>
 
@@ -55,8 +57,8 @@ std::int32_t BpeModel::symbol_id(const Vocabulary& vocab, std::string_view text)
     return other == StringTable::kAbsent ? Vocabulary::kNone : vocab_size_ + other;
 }
 
-std::int32_t BpeModel::intern(const Vocabulary& vocab, std::string_view text) {
-    const std::int32_t token = vocab.find(text);
+std::int32_t BpeModel::intern(const Vocabulary& vocab, std::string_view text, std::uint64_t text_hash) {
+    const std::int32_t token = vocab.strings().find(text, text_hash);
     if (token != Vocabulary::kNone) return token;
     const std::int32_t other = other_strings_.intern(text);
     if (other > std::numeric_limits<std::int32_t>::max() - vocab_size_) {
@@ -89,8 +91,18 @@ BpeModel BpeModel::load(const gguf::File& file, const Vocabulary& vocab, const T
     }
     m.merge_count_ = merges->size();
     m.merges_.reserve(merges->size());
-    std::string merged;
-    for (std::size_t rank = 0; rank < merges->size(); ++rank) {
+
+    // Loading is bound by memory latency (three random vocabulary lookups per merge), so
+    // each merge is split and hashed a few merges ahead and its table slots prefetched.
+    struct Pending {
+        std::string_view left, right;
+        std::string merged;
+        std::uint64_t left_hash = 0, right_hash = 0, merged_hash = 0;
+    };
+    constexpr std::size_t kLookahead = 16;
+    std::array<Pending, kLookahead> ring;
+    const StringTable& tokens = vocab.strings();
+    auto prepare = [&](std::size_t rank) {
         const std::string_view line = (*merges)[rank];
         // Split at the first space after the first byte, so that a left part may itself be a space.
         const std::size_t space = line.size() > 1 ? line.find(' ', 1) : std::string_view::npos;
@@ -99,13 +111,40 @@ BpeModel BpeModel::load(const gguf::File& file, const Vocabulary& vocab, const T
                 file.find(kMergesKey)->value.offset,
                 fmt::format("'{}': merge {} '{}' has no space separating its two parts", kMergesKey, rank, printable(line))));
         }
-        const std::string_view left = line.substr(0, space);
-        const std::string_view right = line.substr(space + 1);
-        const std::int32_t left_id = m.intern(vocab, left);
-        const std::int32_t right_id = m.intern(vocab, right);
-        merged.assign(left).append(right);
-        const std::int32_t merged_id = m.intern(vocab, merged);
-        m.merges_.insert(left_id, right_id, {static_cast<std::int32_t>(rank), merged_id});
+        Pending& p = ring[rank % kLookahead];
+        p.left = line.substr(0, space);
+        p.right = line.substr(space + 1);
+        p.merged.assign(p.left).append(p.right);
+        p.left_hash = StringTable::hash(p.left);
+        p.right_hash = StringTable::hash(p.right);
+        p.merged_hash = StringTable::hash(p.merged);
+        tokens.prefetch(p.left_hash);
+        tokens.prefetch(p.right_hash);
+        tokens.prefetch(p.merged_hash);
+    };
+    for (std::size_t rank = 0; rank < std::min(kLookahead, merges->size()); ++rank) prepare(rank);
+    // Inserts trail the lookups by a few merges for the same reason (in rank order, so
+    // the first merge of a repeated pair still wins).
+    struct Resolved {
+        std::int32_t left, right;
+        MergeTable::Merge merge;
+    };
+    constexpr std::size_t kInsertDelay = 8;
+    std::array<Resolved, kInsertDelay> delayed;
+    for (std::size_t rank = 0; rank < merges->size(); ++rank) {
+        const Pending& p = ring[rank % kLookahead];
+        const std::int32_t left_id = m.intern(vocab, p.left, p.left_hash);
+        const std::int32_t right_id = m.intern(vocab, p.right, p.right_hash);
+        const std::int32_t merged_id = m.intern(vocab, p.merged, p.merged_hash);
+        if (rank + kLookahead < merges->size()) prepare(rank + kLookahead);
+        Resolved& slot = delayed[rank % kInsertDelay];
+        if (rank >= kInsertDelay) m.merges_.insert(slot.left, slot.right, slot.merge);
+        slot = {left_id, right_id, {static_cast<std::int32_t>(rank), merged_id}};
+        m.merges_.prefetch(left_id, right_id);
+    }
+    for (std::size_t rank = merges->size() - std::min(kInsertDelay, merges->size()); rank < merges->size(); ++rank) {
+        const Resolved& slot = delayed[rank % kInsertDelay];
+        m.merges_.insert(slot.left, slot.right, slot.merge);
     }
 
     if (m.byte_encoded_) {

@@ -34,6 +34,9 @@ public:
     // Keeps the first merge given for a pair (the lowest rank), as llama.cpp does.
     void insert(std::int32_t left, std::int32_t right, Merge merge);
     const Merge* find(std::int32_t left, std::int32_t right) const;
+    void prefetch(std::int32_t left, std::int32_t right) const {
+        if (!slots_.empty()) __builtin_prefetch(&slots_[hash(key_of(left, right)) & mask_]);
+    }
 
 private:
     static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
@@ -75,7 +78,7 @@ private:
     // The id of a string taking part in merges: its token id, else vocab size + its index
     // among the other such strings; kNone if it takes part in none and is no token.
     std::int32_t symbol_id(const Vocabulary& vocab, std::string_view text) const;
-    std::int32_t intern(const Vocabulary& vocab, std::string_view text);
+    std::int32_t intern(const Vocabulary& vocab, std::string_view text, std::uint64_t text_hash);
     // The symbol id of one character (gemma4) or one byte (gpt2), from tables built at load.
     std::int32_t character_id(char32_t cp) const;
 

@@ -51,9 +51,8 @@ void StringTable::rehash(std::size_t slot_count) {
     }
 }
 
-std::int32_t StringTable::find(std::string_view text) const {
+std::int32_t StringTable::find(std::string_view text, std::uint64_t h) const {
     if (slots_.empty()) return kAbsent;
-    const std::uint64_t h = hash(text);
     for (std::size_t s = h & mask_;; s = (s + 1) & mask_) {
         const std::int32_t index = slots_[s];
         if (index == kAbsent) return kAbsent;

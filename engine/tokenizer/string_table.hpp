@@ -18,7 +18,13 @@ public:
     // The index of `text`, adding it as a new entry if it is not present yet.
     std::int32_t intern(std::string_view text);
     // kAbsent when `text` is not in the table.
-    std::int32_t find(std::string_view text) const;
+    std::int32_t find(std::string_view text) const { return find(text, hash(text)); }
+    // The same with hash(text) computed by the caller, who may have prefetched its slot.
+    std::int32_t find(std::string_view text, std::uint64_t text_hash) const;
+    void prefetch(std::uint64_t text_hash) const {
+        if (!slots_.empty()) __builtin_prefetch(&slots_[text_hash & mask_]);
+    }
+    static std::uint64_t hash(std::string_view text);
     std::string_view at(std::int32_t index) const {
         const Entry& e = entries_[static_cast<std::size_t>(index)];
         return {arena_.data() + e.offset, e.size};
@@ -31,7 +37,6 @@ private:
         std::uint32_t offset;
         std::uint32_t size;
     };
-    static std::uint64_t hash(std::string_view text);
     void rehash(std::size_t slot_count);
 
     std::string arena_;

@@ -38,6 +38,7 @@ public:
     float score(std::int32_t id) const { return scores_.empty() ? 0.0f : scores_[static_cast<std::size_t>(id)]; }
     // The token whose text is exactly `text` (any type), or kNone.
     std::int32_t find(std::string_view text) const { return strings_.find(text); }
+    const StringTable& strings() const { return strings_; }
 
     // Byte fallback (SPM, Gemma 4): the "<0xXX>" token for a byte, else the token whose text
     // is that single byte, else kNone.

@@ -20,6 +20,7 @@ struct Subcommand {
 
 constexpr Subcommand kSubcommands[] = {
     {"inspect", "describe a GGUF model: family, hyperparameters, tokenizer, tensors", ember::app::run_inspect},
+    {"tokenize", "tokenize a text: ids, pieces and byte spans", ember::app::run_tokenize},
 };
 
 void print_usage(std::FILE* out) {

@@ -30,6 +30,23 @@ void check_fits(const Session& session, std::size_t prompt_tokens, std::size_t m
     }
 }
 
+// The sampling step as one more operation for an attached observer (tracing).
+void report_sampling(const Session& session, const Sampler& sampler, std::size_t n_vocab, Clock::time_point start) {
+    kernels::OpObserver* observer = session.observer();
+    if (observer == nullptr) return;
+    kernels::OpRecord record;
+    record.site = {"sampling", kernels::kNoLayer, kernels::OpKind::Sampling};
+    record.route = session.backend().route();
+    record.kernel = sampler.greedy() ? "sampler.greedy" : "sampler.seeded";
+    record.input_shape = {1, n_vocab};
+    record.output_shape = {1, 1};
+    record.input_bytes = n_vocab * sizeof(float);
+    record.output_bytes = sizeof(std::int32_t);
+    record.duration_ns = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+    observer->on_op(record);
+}
+
 }  // namespace
 
 std::string_view stop_reason_name(StopReason reason) {
@@ -57,6 +74,7 @@ GenerationResult generate(Session& session, std::span<const std::int32_t> prompt
         if (token < 0) throw Error("every logit is NaN; cannot choose a token");
         const TokenScore score = score_token(row, token);
         result.timings.sampling_ms += ms_since(start);
+        report_sampling(session, sampler, row.size(), start);
 
         if (is_end_of_generation && is_end_of_generation(token)) {
             result.stop_reason = StopReason::EndOfGeneration;

@@ -66,6 +66,7 @@ public:
     std::size_t threads() const { return threads_; }
     const models::Model& model() const { return model_; }
     const kernels::Backend& backend() const { return *backend_; }
+    kernels::OpObserver* observer() const { return ops_.observer(); }
     const models::KvCache& kv_cache() const { return state_.kv_cache; }
 
 private:

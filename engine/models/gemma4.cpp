@@ -202,12 +202,14 @@ void Gemma4Model::forward(const Evaluation& eval, ForwardState& state, kernels::
             Rows k = Workspace::rows(ws.k, T, kv_width);  // [T, Hkv * D]
             Rows v = Workspace::rows(ws.v, T, kv_width);  // [T, Hkv * D]
             ops.matmul({"attn_k", layer, OpKind::Projection}, h, *w.attn_k, k);
+            // V: each head RMS-normed without a weight, from its own projection or, without
+            // attn_v, from the raw K projection (before K's own norm).
+            Rows v_source = k;
             if (w.attn_v) {
                 ops.matmul({"attn_v", layer, OpKind::Projection}, h, *w.attn_v, v);
-            } else {
-                ops.copy({"attn_v_from_k", layer, OpKind::Projection}, k, v);  // V is the raw K projection
+                v_source = v;
             }
-            ops.rms_norm({"attn_v_norm", layer, OpKind::Norm}, v.reshape(T * L.n_head_kv, D), {}, eps,
+            ops.rms_norm({"attn_v_norm", layer, OpKind::Norm}, v_source.reshape(T * L.n_head_kv, D), {}, eps,
                          v.reshape(T * L.n_head_kv, D));
             ops.rms_norm({"attn_k_norm", layer, OpKind::Norm}, k.reshape(T * L.n_head_kv, D), w.attn_k_norm, eps,
                          k.reshape(T * L.n_head_kv, D));

@@ -53,8 +53,6 @@ struct Gemma4Layer {
 
 struct Gemma4Weights {
     kernels::WeightMatrix token_embd;  // [n_vocab, n_embd]
-    kernels::WeightMatrix output;      // [n_vocab, n_embd]; token_embd when tied
-    std::vector<float> output_norm;    // [n_embd]
     std::vector<float> rope_freqs;     // [n_rot / 2] of the full layers; empty if none
     // Per-layer embeddings (when n_embd_per_layer = PL > 0).
     std::optional<kernels::WeightMatrix> per_layer_token_embd;  // [n_vocab, n_layers * PL]
@@ -69,8 +67,6 @@ Gemma4Weights load_weights(const gguf::File& file, const ModelConfig& c) {
     const std::size_t PL = c.n_embd_per_layer;
     Gemma4Weights w;
     w.token_embd = t.matrix("token_embd.weight", c.n_vocab, E);
-    w.output = t.optional_matrix("output.weight", c.n_vocab, E).value_or(w.token_embd);
-    w.output_norm = t.vector("output_norm.weight", E);
     for (const LayerConfig& L : c.layers) {
         if (L.sliding_window) continue;  // full layers share one table of proportional-RoPE factors
         w.rope_freqs = t.vector("rope_freqs.weight", L.n_rot / 2);
@@ -116,7 +112,8 @@ Gemma4Weights load_weights(const gguf::File& file, const ModelConfig& c) {
 
 class Gemma4Model final : public Model {
 public:
-    Gemma4Model(const gguf::File& file, ModelConfig config) : Model(std::move(config)), w_(load_weights(file, config_)) {}
+    Gemma4Model(ModelConfig config, OutputHead head, Gemma4Weights weights)
+        : Model(std::move(config), std::move(head)), w_(std::move(weights)) {}
 
     void evaluate(const Evaluation& eval, ForwardState& state, kernels::Ops& ops, hooks::DisabledHooks& hooks) const override {
         forward(eval, state, ops, hooks);
@@ -260,16 +257,13 @@ void Gemma4Model::forward(const Evaluation& eval, ForwardState& state, kernels::
         hooks.after_layer(info, il, tensor_view(x));
     }
 
-    // ---- logits for the last row, or for every row when asked, soft-capped ----
+    // ---- logits for the last row, or for every row when asked (soft-capped in lm_head) ----
     const std::size_t R = logit_rows(eval);
     Rows normed = Workspace::rows(ws.final_normed, R, E);    // [R, E]
     Rows logits = Workspace::rows(ws.logits, R, c.n_vocab);  // [R, n_vocab]
-    ops.rms_norm({"result_norm", kernels::kNoLayer, OpKind::Norm}, x.slice(T - R, R), w_.output_norm, eps, normed);
+    final_norm(ops, x.slice(T - R, R), normed);
     hooks.before_logits(info, tensor_view(normed));
-    ops.matmul({"output", kernels::kNoLayer, OpKind::LmHead}, normed, w_.output, logits);
-    if (c.final_logit_softcap != 0.0f) {
-        ops.softcap({"final_logit_softcap", kernels::kNoLayer, OpKind::Softcap}, logits, c.final_logit_softcap, logits);
-    }
+    lm_head(ops, normed, logits);
     hooks.after_logits(info, tensor_view(logits));
 }
 
@@ -281,7 +275,9 @@ template void Gemma4Model::forward<hooks::ActiveHooks>(const Evaluation&, Forwar
 }  // namespace
 
 std::unique_ptr<Model> load_gemma4(const gguf::File& file, ModelConfig config) {
-    return std::make_unique<Gemma4Model>(file, std::move(config));
+    Gemma4Weights weights = load_weights(file, config);
+    OutputHead head = load_output_head(file, config, weights.token_embd);
+    return std::make_unique<Gemma4Model>(std::move(config), std::move(head), std::move(weights));
 }
 
 }  // namespace ember::models

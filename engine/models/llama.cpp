@@ -35,8 +35,6 @@ struct LlamaLayer {
 
 struct LlamaWeights {
     kernels::WeightMatrix token_embd;  // [n_vocab, n_embd]
-    kernels::WeightMatrix output;      // [n_vocab, n_embd]; token_embd when tied
-    std::vector<float> output_norm;    // [n_embd]
     std::vector<float> rope_freqs;     // [n_rot / 2] or empty
     std::vector<LlamaLayer> layers;
 };
@@ -46,8 +44,6 @@ LlamaWeights load_weights(const gguf::File& file, const ModelConfig& c) {
     const std::size_t E = c.n_embd;
     LlamaWeights w;
     w.token_embd = t.matrix("token_embd.weight", c.n_vocab, E);
-    w.output = t.optional_matrix("output.weight", c.n_vocab, E).value_or(w.token_embd);
-    w.output_norm = t.vector("output_norm.weight", E);
     w.rope_freqs = t.optional_vector("rope_freqs.weight", c.layers[0].n_rot / 2).value_or(std::vector<float>{});
     for (std::uint32_t l = 0; l < c.n_layers; ++l) {
         const LayerConfig& L = c.layers[l];
@@ -75,7 +71,8 @@ LlamaWeights load_weights(const gguf::File& file, const ModelConfig& c) {
 
 class LlamaModel final : public Model {
 public:
-    LlamaModel(const gguf::File& file, ModelConfig config) : Model(std::move(config)), w_(load_weights(file, config_)) {}
+    LlamaModel(ModelConfig config, OutputHead head, LlamaWeights weights)
+        : Model(std::move(config), std::move(head)), w_(std::move(weights)) {}
 
     void evaluate(const Evaluation& eval, ForwardState& state, kernels::Ops& ops, hooks::DisabledHooks& hooks) const override {
         forward(eval, state, ops, hooks);
@@ -163,9 +160,9 @@ void LlamaModel::forward(const Evaluation& eval, ForwardState& state, kernels::O
     const std::size_t R = logit_rows(eval);
     Rows normed = Workspace::rows(ws.final_normed, R, E);  // [R, E]
     Rows logits = Workspace::rows(ws.logits, R, c.n_vocab);  // [R, n_vocab]
-    ops.rms_norm({"result_norm", kernels::kNoLayer, OpKind::Norm}, x.slice(T - R, R), w_.output_norm, eps, normed);
+    final_norm(ops, x.slice(T - R, R), normed);
     hooks.before_logits(info, tensor_view(normed));
-    ops.matmul({"output", kernels::kNoLayer, OpKind::LmHead}, normed, w_.output, logits);
+    lm_head(ops, normed, logits);
     hooks.after_logits(info, tensor_view(logits));
 }
 
@@ -177,7 +174,9 @@ template void LlamaModel::forward<hooks::ActiveHooks>(const Evaluation&, Forward
 }  // namespace
 
 std::unique_ptr<Model> load_llama(const gguf::File& file, ModelConfig config) {
-    return std::make_unique<LlamaModel>(file, std::move(config));
+    LlamaWeights weights = load_weights(file, config);
+    OutputHead head = load_output_head(file, config, weights.token_embd);
+    return std::make_unique<LlamaModel>(std::move(config), std::move(head), std::move(weights));
 }
 
 }  // namespace ember::models

@@ -8,6 +8,7 @@
 #include "models/gemma4.hpp"
 #include "models/llama.hpp"
 #include "models/qwen3.hpp"
+#include "models/tensor_loader.hpp"
 
 namespace ember::models {
 namespace {
@@ -32,6 +33,28 @@ std::unique_ptr<Model> load_model(const gguf::File& file, std::optional<Family> 
         if (entry.family == config.family) return entry.load(file, std::move(config));
     }
     throw Error(fmt::format("{}: no forward pass is registered for architecture '{}'", file.source(), config.architecture));
+}
+
+OutputHead load_output_head(const gguf::File& file, const ModelConfig& c,
+                            const kernels::WeightMatrix& token_embd) {
+    const TensorLoader t(file, c);
+    OutputHead head;
+    head.output_norm = t.vector("output_norm.weight", c.n_embd);
+    head.output = t.optional_matrix("output.weight", c.n_vocab, c.n_embd).value_or(token_embd);
+    return head;
+}
+
+void Model::final_norm(kernels::Ops& ops, kernels::ConstRows hidden, kernels::Rows normed) const {
+    ops.rms_norm({"result_norm", kernels::kNoLayer, kernels::OpKind::Norm}, hidden, head_.output_norm, config_.rms_eps,
+                 normed);
+}
+
+void Model::lm_head(kernels::Ops& ops, kernels::ConstRows normed, kernels::Rows logits) const {
+    ops.matmul({"output", kernels::kNoLayer, kernels::OpKind::LmHead}, normed, head_.output, logits);
+    if (config_.final_logit_softcap != 0.0f) {
+        ops.softcap({"final_logit_softcap", kernels::kNoLayer, kernels::OpKind::Softcap}, logits,
+                    config_.final_logit_softcap, logits);
+    }
 }
 
 kernels::RopeParams rope_params(const ModelConfig& config, const LayerConfig& layer, std::span<const float> freq_factors) {

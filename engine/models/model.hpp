@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "gguf/gguf_file.hpp"
 #include "hooks/hooks.hpp"
@@ -38,6 +39,13 @@ struct ForwardState {
 
 inline std::size_t logit_rows(const Evaluation& eval) { return eval.info.all_logits ? eval.tokens.size() : 1; }
 
+// The weights of the read-out every family shares.
+struct OutputHead {
+    std::vector<float> output_norm;  // [n_embd]
+    kernels::WeightMatrix output;    // [n_vocab, n_embd]; token_embd when the file has no output.weight
+};
+OutputHead load_output_head(const gguf::File& file, const ModelConfig& config, const kernels::WeightMatrix& token_embd);
+
 class Model {
 public:
     virtual ~Model() = default;
@@ -51,9 +59,24 @@ public:
     virtual void evaluate(const Evaluation& eval, ForwardState& state, kernels::Ops& ops,
                           hooks::ActiveHooks& hooks) const = 0;
 
+    // The model's own read-out applied to any residual rows (a logit lens): the final
+    // norm into `normed` [R, n_embd], then the LM head (and Gemma 4's soft-cap) into
+    // `logits` [R, n_vocab]. At the last layer it is exactly what evaluate() computes.
+    void unembed(kernels::Ops& ops, kernels::ConstRows hidden, kernels::Rows normed, kernels::Rows logits) const {
+        final_norm(ops, hidden, normed);
+        lm_head(ops, normed, logits);
+    }
+
 protected:
-    explicit Model(ModelConfig config) : config_(std::move(config)) {}
+    Model(ModelConfig config, OutputHead head) : config_(std::move(config)), head_(std::move(head)) {}
+
+    // "result_norm": hidden [R, n_embd] -> normed [R, n_embd]
+    void final_norm(kernels::Ops& ops, kernels::ConstRows hidden, kernels::Rows normed) const;
+    // "output" (+ "final_logit_softcap"): normed [R, n_embd] -> logits [R, n_vocab]
+    void lm_head(kernels::Ops& ops, kernels::ConstRows normed, kernels::Rows logits) const;
+
     ModelConfig config_;
+    OutputHead head_;
 };
 
 // Reads the config (load_model_config) and the family's weights, validating both.

@@ -35,8 +35,6 @@ struct Qwen3Layer {
 
 struct Qwen3Weights {
     kernels::WeightMatrix token_embd;  // [n_vocab, n_embd]
-    kernels::WeightMatrix output;      // [n_vocab, n_embd]; token_embd when tied
-    std::vector<float> output_norm;    // [n_embd]
     std::vector<Qwen3Layer> layers;
 };
 
@@ -45,8 +43,6 @@ Qwen3Weights load_weights(const gguf::File& file, const ModelConfig& c) {
     const std::size_t E = c.n_embd;
     Qwen3Weights w;
     w.token_embd = t.matrix("token_embd.weight", c.n_vocab, E);
-    w.output = t.optional_matrix("output.weight", c.n_vocab, E).value_or(w.token_embd);
-    w.output_norm = t.vector("output_norm.weight", E);
     for (std::uint32_t l = 0; l < c.n_layers; ++l) {
         const LayerConfig& L = c.layers[l];
         const std::size_t q_width = std::size_t{L.n_head} * L.head_dim;
@@ -75,7 +71,8 @@ Qwen3Weights load_weights(const gguf::File& file, const ModelConfig& c) {
 
 class Qwen3Model final : public Model {
 public:
-    Qwen3Model(const gguf::File& file, ModelConfig config) : Model(std::move(config)), w_(load_weights(file, config_)) {}
+    Qwen3Model(ModelConfig config, OutputHead head, Qwen3Weights weights)
+        : Model(std::move(config), std::move(head)), w_(std::move(weights)) {}
 
     void evaluate(const Evaluation& eval, ForwardState& state, kernels::Ops& ops, hooks::DisabledHooks& hooks) const override {
         forward(eval, state, ops, hooks);
@@ -169,9 +166,9 @@ void Qwen3Model::forward(const Evaluation& eval, ForwardState& state, kernels::O
     const std::size_t R = logit_rows(eval);
     Rows normed = Workspace::rows(ws.final_normed, R, E);    // [R, E]
     Rows logits = Workspace::rows(ws.logits, R, c.n_vocab);  // [R, n_vocab]
-    ops.rms_norm({"result_norm", kernels::kNoLayer, OpKind::Norm}, x.slice(T - R, R), w_.output_norm, eps, normed);
+    final_norm(ops, x.slice(T - R, R), normed);
     hooks.before_logits(info, tensor_view(normed));
-    ops.matmul({"output", kernels::kNoLayer, OpKind::LmHead}, normed, w_.output, logits);
+    lm_head(ops, normed, logits);
     hooks.after_logits(info, tensor_view(logits));
 }
 
@@ -183,7 +180,9 @@ template void Qwen3Model::forward<hooks::ActiveHooks>(const Evaluation&, Forward
 }  // namespace
 
 std::unique_ptr<Model> load_qwen3(const gguf::File& file, ModelConfig config) {
-    return std::make_unique<Qwen3Model>(file, std::move(config));
+    Qwen3Weights weights = load_weights(file, config);
+    OutputHead head = load_output_head(file, config, weights.token_embd);
+    return std::make_unique<Qwen3Model>(std::move(config), std::move(head), std::move(weights));
 }
 
 }  // namespace ember::models

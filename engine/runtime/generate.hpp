@@ -45,7 +45,7 @@ struct GenerationResult {
     GenerationTimings timings;
 };
 
-// Generates from `prompt` in a fresh session (position 0). Checks first that the prompt
+// Generates from `prompt`, resetting the session to position 0 first. Checks first that the prompt
 // and max_tokens fit in the context, and throws ember::Error naming --ctx if not.
 // `on_token` is called with each generated token as soon as it is chosen.
 GenerationResult generate(Session& session, std::span<const std::int32_t> prompt, const GenerationOptions& options,

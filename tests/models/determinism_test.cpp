@@ -9,6 +9,7 @@
 
 #include "capture_hooks.hpp"
 #include "gguf/gguf_file.hpp"
+#include "kernels/reference/reference_backend.hpp"
 #include "models/model.hpp"
 #include "runtime/generate.hpp"
 #include "runtime/session.hpp"
@@ -80,7 +81,35 @@ void check_model(const std::string& name) {
     CHECK(one.greedy.size() == 16);
 }
 
+// The logit-lens read-out (Model::unembed) of the last layer's output is the run's logits.
+void check_unembed(const std::string& name) {
+    const gguf::File file = gguf::File::open(fixture_path("models/" + name + ".gguf"));
+    const auto model = models::load_model(file);
+    const models::ModelConfig& c = model->config();
+    const std::vector<std::int32_t> prompt = load_golden(f32_golden_path(name)).prompts.at(0).tokens;
+    runtime::Session session(*model, {.threads = 2, .max_batch = prompt.size(), .all_logits = true});
+    CaptureHooks hooks(c.n_layers);
+    const kernels::ConstRows logits = session.prefill(prompt, true, &hooks);
+
+    std::vector<float> last = hooks.prefill.after_layer.back().values;
+    std::vector<float> normed(last.size());
+    std::vector<float> lens(logits.rows * logits.cols);
+    const auto backend = kernels::reference::make_reference_backend();
+    kernels::Ops ops(*backend);
+    model->unembed(ops, kernels::ConstRows(last.data(), prompt.size(), c.n_embd),
+                   kernels::Rows(normed.data(), prompt.size(), c.n_embd), kernels::Rows(lens.data(), prompt.size(), c.n_vocab));
+    CHECK(bitwise_equal(normed, hooks.prefill.before_logits.values));
+    CHECK(bitwise_equal(lens, std::vector<float>(logits.data, logits.data + lens.size())));
+}
+
 }  // namespace
+
+TEST_CASE("unembed (logit lens) of the last layer reproduces the logits in every family") {
+    for (const char* name : {"stories260K", "synth-qwen3-q8_0", "synth-gemma4-q8_0"}) {
+        INFO(name);
+        check_unembed(name);
+    }
+}
 
 TEST_CASE("determinism: llama (stories260K), 1 vs 2 threads and across runs") { check_model("stories260K"); }
 TEST_CASE("determinism: qwen3 (synth-qwen3-q8_0), 1 vs 2 threads and across runs") { check_model("synth-qwen3-q8_0"); }

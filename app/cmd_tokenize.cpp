@@ -81,35 +81,52 @@ void print_table(const tokenizer::Tokenizer& tok, const std::string& model_path,
     write_stdout(out);
 }
 
-json::object describe(const tokenizer::Tokenizer& tok, const std::string& model_path, std::size_t text_bytes,
-                      const tokenizer::EncodeOptions& options, const std::vector<tokenizer::Token>& tokens) {
-    json::array list;
-    list.reserve(tokens.size());
-    for (const auto& t : tokens) {
-        const std::string piece = tok.piece(t.id, true);
-        json::object o;
-        o["id"] = t.id;
-        if (tokenizer::unicode::is_valid_utf8(piece)) {
-            o["piece"] = piece;
-        } else {
-            o["piece"] = nullptr;  // part of a UTF-8 character (or invalid input bytes): see piece_hex
-            o["piece_hex"] = hex(piece);
-        }
-        o["start"] = t.start;
-        o["end"] = t.end;
-        list.push_back(std::move(o));
+json::object token_json(const tokenizer::Tokenizer& tok, const tokenizer::Token& t) {
+    const std::string piece = tok.piece(t.id, true);
+    json::object o;
+    o["id"] = t.id;
+    if (tokenizer::unicode::is_valid_utf8(piece)) {
+        o["piece"] = piece;
+    } else {
+        o["piece"] = nullptr;  // part of a UTF-8 character (or invalid input bytes): see piece_hex
+        o["piece_hex"] = hex(piece);
     }
+    o["start"] = t.start;
+    o["end"] = t.end;
+    return o;
+}
+
+// The header fields, then the tokens one object per line (readable and diff-able even
+// for long texts).
+void print_json_tokens(const tokenizer::Tokenizer& tok, const std::string& model_path, std::size_t text_bytes,
+                       const tokenizer::EncodeOptions& options, const std::vector<tokenizer::Token>& tokens) {
     const auto& info = tok.info();
-    json::object root;
-    root["schema_version"] = 1;
-    root["model"] = model_path;
-    root["tokenizer"] = {{"model", info.model}, {"pre", info.pre}, {"vocab_size", tok.vocab_size()}};
-    root["add_bos"] = options.add_special && options.add_bos.value_or(info.add_bos);
-    root["parse_special"] = options.parse_special;
-    root["text_bytes"] = text_bytes;
-    root["n_tokens"] = tokens.size();
-    root["tokens"] = std::move(list);
-    return root;
+    json::object header;
+    header["schema_version"] = 1;
+    header["model"] = model_path;
+    header["tokenizer"] = {{"model", info.model}, {"pre", info.pre}, {"vocab_size", tok.vocab_size()}};
+    header["add_bos"] = options.add_special && options.add_bos.value_or(info.add_bos);
+    header["parse_special"] = options.parse_special;
+    header["text_bytes"] = text_bytes;
+    header["n_tokens"] = tokens.size();
+
+    fmt::memory_buffer out;
+    auto put = [&](std::string_view s) { out.append(s.data(), s.data() + s.size()); };
+    put("{\n");
+    for (const auto& field : header) {
+        put("  ");
+        put(json::serialize(json::string(field.key())));
+        put(": ");
+        put(json::serialize(field.value()));
+        put(",\n");
+    }
+    put("  \"tokens\": [");
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+        put(i ? ",\n    " : "\n    ");
+        put(json::serialize(token_json(tok, tokens[i])));
+    }
+    put(tokens.empty() ? "]\n}\n" : "\n  ]\n}\n");
+    write_stdout(out);
 }
 
 }  // namespace
@@ -146,7 +163,7 @@ int run_tokenize(const std::vector<std::string>& args) {
     const double tokenize_s = seconds_since(encode_start);
 
     if (vm["json"].as<bool>()) {
-        print_json(describe(tok, model_path, text.size(), encode_options, tokens));
+        print_json_tokens(tok, model_path, text.size(), encode_options, tokens);
     } else if (vm["ids"].as<bool>()) {
         print_ids(tokens);
     } else {

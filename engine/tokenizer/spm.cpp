@@ -70,29 +70,46 @@ bool lower_priority(const Bigram& a, const Bigram& b) {
 
 class SpmSession {
 public:
-    SpmSession(const Vocabulary& vocab, const EscapedText& escaped) : vocab_(vocab), e_(escaped) {}
+    SpmSession(const SpmModel& model, const Vocabulary& vocab, const EscapedText& escaped)
+        : model_(model), vocab_(vocab), e_(escaped) {}
 
+    // Runs of characters that can merge go through the merge queue one run at a time; a
+    // character that cannot merge is a run of its own.
     void run(SpanWriter& writer) {
-        split_characters();
-        for (std::size_t i = 1; i < symbols_.size(); ++i) {
-            try_bigram(static_cast<std::int32_t>(i - 1), static_cast<std::int32_t>(i));
+        const std::string_view t = e_.text;
+        std::size_t pos = 0;
+        while (pos < t.size()) {
+            symbols_.clear();
+            while (pos < t.size()) {
+                const std::size_t len = character_length(pos);
+                if (!model_.can_merge(t.substr(pos, len))) break;
+                add_symbol(pos, len);
+                pos += len;
+            }
+            if (symbols_.empty()) {
+                const std::size_t len = character_length(pos);
+                add_symbol(pos, len);
+                pos += len;
+            }
+            symbols_.back().next = -1;
+            for (std::size_t i = 1; i < symbols_.size(); ++i) {
+                try_bigram(static_cast<std::int32_t>(i - 1), static_cast<std::int32_t>(i));
+            }
+            merge_best_pairs();
+            emit(writer);
         }
-        merge_best_pairs();
-        emit(writer);
     }
 
 private:
-    void split_characters() {
-        const std::string& t = e_.text;
-        symbols_.reserve(t.size());
-        std::size_t pos = 0;
-        while (pos < t.size()) {
-            const std::size_t len = std::min(unicode::sequence_length(static_cast<unsigned char>(t[pos])), t.size() - pos);
-            const auto index = static_cast<std::int32_t>(symbols_.size());
-            pos += len;
-            symbols_.push_back({static_cast<std::uint32_t>(pos - len), static_cast<std::uint32_t>(len), index - 1,
-                                pos == t.size() ? -1 : index + 1, Vocabulary::kNone});
-        }
+    // Characters are split by their lead byte alone, clipped at the end of the text.
+    std::size_t character_length(std::size_t pos) const {
+        return std::min(unicode::sequence_length(static_cast<unsigned char>(e_.text[pos])), e_.text.size() - pos);
+    }
+
+    void add_symbol(std::size_t start, std::size_t len) {
+        const auto index = static_cast<std::int32_t>(symbols_.size());
+        symbols_.push_back({static_cast<std::uint32_t>(start), static_cast<std::uint32_t>(len), index - 1, index + 1,
+                            Vocabulary::kNone});
     }
 
     void try_bigram(std::int32_t left, std::int32_t right) {
@@ -149,6 +166,7 @@ private:
         }
     }
 
+    const SpmModel& model_;
     const Vocabulary& vocab_;
     const EscapedText& e_;
     std::vector<Symbol> symbols_;
@@ -157,11 +175,63 @@ private:
 
 }  // namespace
 
-void encode_spm(const Vocabulary& vocab, std::string_view input, std::size_t start, std::size_t end, bool space_prefix,
-                std::vector<Token>& out) {
+std::uint64_t SpmModel::key_of(std::string_view character) {
+    std::uint32_t bytes = 0;
+    for (std::size_t i = 0; i < character.size(); ++i) bytes |= std::uint32_t(static_cast<unsigned char>(character[i])) << (8 * i);
+    return (std::uint64_t(character.size()) << 32) | bytes;  // never 0: characters are 1-4 bytes
+}
+
+void SpmModel::insert(std::uint64_t key) {
+    if ((count_ + 1) * 2 > mergeable_.size()) {
+        std::vector<std::uint64_t> old = std::move(mergeable_);
+        mergeable_.assign(std::max<std::size_t>(64, old.size() * 2), 0);
+        mask_ = mergeable_.size() - 1;
+        count_ = 0;
+        for (const std::uint64_t k : old) {
+            if (k) insert(k);
+        }
+    }
+    for (std::size_t s = (key * 0x9E3779B97F4A7C15ull >> 20) & mask_;; s = (s + 1) & mask_) {
+        if (mergeable_[s] == key) return;
+        if (mergeable_[s] == 0) {
+            mergeable_[s] = key;
+            ++count_;
+            return;
+        }
+    }
+}
+
+bool SpmModel::can_merge(std::string_view character) const {
+    if (mergeable_.empty()) return false;
+    const std::uint64_t key = key_of(character);
+    for (std::size_t s = (key * 0x9E3779B97F4A7C15ull >> 20) & mask_;; s = (s + 1) & mask_) {
+        if (mergeable_[s] == key) return true;
+        if (mergeable_[s] == 0) return false;
+    }
+}
+
+SpmModel SpmModel::load(const Vocabulary& vocab) {
+    SpmModel m;
+    std::vector<std::uint64_t> keys;
+    for (std::size_t id = 0; id < vocab.size(); ++id) {
+        const std::string_view text = vocab.text(static_cast<std::int32_t>(id));
+        keys.clear();
+        for (std::size_t pos = 0; pos < text.size();) {
+            const std::size_t len = std::min(unicode::sequence_length(static_cast<unsigned char>(text[pos])), text.size() - pos);
+            keys.push_back(key_of(text.substr(pos, len)));
+            pos += len;
+        }
+        if (keys.size() < 2) continue;
+        for (const std::uint64_t k : keys) m.insert(k);
+    }
+    return m;
+}
+
+void SpmModel::encode(const Vocabulary& vocab, std::string_view input, std::size_t start, std::size_t end,
+                      bool space_prefix, std::vector<Token>& out) const {
     const EscapedText escaped = escape_spaces(input, start, end, space_prefix);
     SpanWriter writer(out, start);
-    SpmSession(vocab, escaped).run(writer);
+    SpmSession(*this, vocab, escaped).run(writer);
     writer.finish(end);
 }
 

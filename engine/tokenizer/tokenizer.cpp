@@ -16,6 +16,7 @@ struct Tokenizer::State {
     TokenizerInfo info;
     Vocabulary vocab;
     std::optional<BpeModel> bpe;  // gpt2 and gemma4
+    std::optional<SpmModel> spm;  // llama
     SpecialTokenSplitter splitter;
 };
 
@@ -85,10 +86,15 @@ Tokenizer Tokenizer::from_gguf(const gguf::File& file) {
     check_supported(file, info);
     Vocabulary vocab = Vocabulary::load(file, info);
     std::optional<BpeModel> bpe;
-    if (info.type != VocabType::Spm) bpe = BpeModel::load(file, vocab, info);
+    std::optional<SpmModel> spm;
+    if (info.type == VocabType::Spm) {
+        spm = SpmModel::load(vocab);
+    } else {
+        bpe = BpeModel::load(file, vocab, info);
+    }
     SpecialTokenSplitter splitter(vocab);
     return Tokenizer(std::make_shared<const State>(
-        State{std::move(info), std::move(vocab), std::move(bpe), std::move(splitter)}));
+        State{std::move(info), std::move(vocab), std::move(bpe), std::move(spm), std::move(splitter)}));
 }
 
 std::vector<Token> Tokenizer::encode(std::string_view text, const EncodeOptions& options) const {
@@ -117,7 +123,7 @@ std::vector<Token> Tokenizer::encode(std::string_view text, const EncodeOptions&
         if (s.bpe) {
             s.bpe->encode(s.vocab, text, f.start, f.end, out);
         } else {
-            encode_spm(s.vocab, text, f.start, f.end, s.info.add_space_prefix && after_special, out);
+            s.spm->encode(s.vocab, text, f.start, f.end, s.info.add_space_prefix && after_special, out);
         }
         after_special = false;
     }

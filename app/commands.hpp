@@ -8,5 +8,7 @@
 namespace ember::app {
 
 int run_inspect(const std::vector<std::string>& args);
+int run_tokenize(const std::vector<std::string>& args);
+int run_generate(const std::vector<std::string>& args);
 
 }  // namespace ember::app

@@ -146,7 +146,7 @@ TEST_CASE("weighted sums of F32 and F16 value rows within the summation bound") 
     }
 }
 
-TEST_CASE("attention: masks, grouped heads, F32 / F16 caches; decode equals prefill rows; any thread count") {
+TEST_CASE("attention: masks, grouped heads, F32 and F16 caches, decode equal to prefill rows, any thread count") {
     std::mt19937 rng(43);
     const auto sets = runnable_kernel_sets();
     fast::ThreadPool one(1), two(2);

@@ -100,7 +100,7 @@ TEST_CASE("synth: llama-tiny with the Llama 3 vocabulary, Q8_0 and F16") {
     }
 }
 
-TEST_CASE("synth: same seed, same bytes; another seed, other weights") {
+TEST_CASE("synth: the same seed gives the same bytes, another seed other weights") {
     const fs::path vocab = fixture_path("models/stories260K.gguf");
     const fs::path a = temp_path("a.gguf"), b = temp_path("b.gguf"), c = temp_path("c.gguf");
     const std::string options = fmt::format("--shape llama-tiny --vocab-from {}", shell_quote(vocab.string()));

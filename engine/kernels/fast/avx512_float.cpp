@@ -33,6 +33,8 @@ struct F32Loader {
     static __m512 load_tail(const Element* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 };
 
+constexpr std::size_t kPrefetchDistance = 1024;
+
 template <typename Loader>
 struct FloatTile {
     template <int R, int T>
@@ -47,10 +49,10 @@ struct FloatTile {
             for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
 
         const std::size_t n = task.cols;
-        const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, n / 16);
+        const RowsAheadPrefetch<R> prefetch(task, r0, kPrefetchDistance);
         std::size_t k = 0;
         for (; k + 16 <= n; k += 16) {
-            prefetch(k / 16);
+            if (T == 1 && (k * sizeof(Element)) % 64 == 0) prefetch(k * sizeof(Element));
             __m512 wv[R];
             for (int r = 0; r < R; ++r) wv[r] = Loader::load(w[r] + k);
             for (int t = 0; t < T; ++t) {

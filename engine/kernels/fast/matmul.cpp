@@ -93,7 +93,8 @@ ConvertedActivations convert_activations(const KernelSet& k, ThreadPool& pool, G
     return out;
 }
 
-void matmul(const KernelSet& k, ThreadPool& pool, const WeightMatrix& w, const ConvertedActivations& x, float* y) {
+void matmul(const KernelSet& k, ThreadPool& pool, const WeightMatrix& w, const ConvertedActivations& x, float* y,
+            std::size_t y_stride) {
     const MatmulRowsFn rows_fn = rows_function(k, w.type);
     if (x.weight_type != w.type) {
         throw Error(fmt::format("activations converted for {} weights used with {} weights",
@@ -105,7 +106,7 @@ void matmul(const KernelSet& k, ThreadPool& pool, const WeightMatrix& w, const C
         throw Error(fmt::format("matmul: {} rows of {} columns need {} bytes each, the weight has {}",
                                 gguf::type_name(w.type), w.cols, packed_row_bytes(w.type, w.cols), w.row_bytes));
     }
-    const MatmulTask task{w.data, w.row_bytes, w.cols, x.data, x.row_bytes, x.n_tokens, y, w.rows};
+    const MatmulTask task{w.data, w.row_bytes, w.cols, x.data, x.row_bytes, x.n_tokens, y, y_stride ? y_stride : w.rows};
     const std::size_t groups = (w.rows + kRowGroup - 1) / kRowGroup;
     // About eight chunks per thread: small enough to balance, large enough to stream.
     const std::size_t grain = std::max<std::size_t>(1, groups / (8 * static_cast<std::size_t>(pool.threads())));

@@ -48,9 +48,11 @@ ConvertedActivations convert_activations(const KernelSet& kernels, ThreadPool& p
                                          const float* x, std::size_t n_tokens, std::size_t cols,
                                          std::span<std::byte> workspace);
 
-// y [x.n_tokens, w.rows] (row-major): y[t][r] = dot(row r of w, token t of x).
-// ember::Error if x was converted for another type or has another column count.
-void matmul(const KernelSet& kernels, ThreadPool& pool, const WeightMatrix& w, const ConvertedActivations& x, float* y);
+// y [x.n_tokens, w.rows]: y[t * y_stride + r] = dot(row r of w, token t of x), with
+// y_stride = w.rows when 0. ember::Error if x was converted for another type or has
+// another column count.
+void matmul(const KernelSet& kernels, ThreadPool& pool, const WeightMatrix& w, const ConvertedActivations& x, float* y,
+            std::size_t y_stride = 0);
 
 // Both steps at once: y [n_tokens, w.rows] = x [n_tokens, w.cols] times w transposed.
 void matmul(const KernelSet& kernels, ThreadPool& pool, const WeightMatrix& w, const float* x, std::size_t n_tokens,

@@ -59,7 +59,7 @@ struct BF16Tile {
 }  // namespace
 
 void bf16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    if (task.n_tokens == 1) avx512_walk_rows<BF16Tile, 8, 1>(task, row_begin, row_end);
+    if (task.n_tokens == 1) avx512_walk_rows<BF16Tile, 4, 1>(task, row_begin, row_end);  // 16 KB tiles, as F16
     else avx512_walk_rows<BF16Tile, 4, 4>(task, row_begin, row_end);
 }
 

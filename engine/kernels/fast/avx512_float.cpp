@@ -33,8 +33,6 @@ struct F32Loader {
     static __m512 load_tail(const Element* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 };
 
-constexpr std::size_t kPrefetchDistance = 1024;
-
 template <typename Loader>
 struct FloatTile {
     template <int R, int T>
@@ -49,10 +47,10 @@ struct FloatTile {
             for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
 
         const std::size_t n = task.cols;
-        const RowsAheadPrefetch<R> prefetch(task, r0, kPrefetchDistance);
+        const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, n / 16);
         std::size_t k = 0;
         for (; k + 16 <= n; k += 16) {
-            if (T == 1 && (k * sizeof(Element)) % 64 == 0) prefetch(k * sizeof(Element));
+            prefetch(k / 16);
             __m512 wv[R];
             for (int r = 0; r < R; ++r) wv[r] = Loader::load(w[r] + k);
             for (int t = 0; t < T; ++t) {
@@ -76,7 +74,9 @@ struct FloatTile {
 
 template <typename Tile>
 void matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    if (task.n_tokens == 1) avx512_walk_rows<Tile, 8, 1>(task, row_begin, row_end);
+    // Matrix-vector: four rows of 2048 F16 values are 16 KB, so a tile and the next one
+    // being prefetched fit in L1 together.
+    if (task.n_tokens == 1) avx512_walk_rows<Tile, 4, 1>(task, row_begin, row_end);
     else avx512_walk_rows<Tile, 4, 4>(task, row_begin, row_end);
 }
 

@@ -35,27 +35,5 @@ private:
     std::size_t step_;
 };
 
-// Prefetches each of R row streams a fixed distance ahead of where it is being read:
-// for rows too long for a whole tile to sit in L1 beside the next one.
-template <int R>
-class RowsAheadPrefetch {
-public:
-    RowsAheadPrefetch(const MatmulTask& task, std::size_t first_row, std::size_t distance_bytes)
-        : distance_(distance_bytes) {
-        for (int r = 0; r < R; ++r) {
-            row_[r] = reinterpret_cast<std::uintptr_t>(task.weights) + (first_row + r) * task.weight_row_bytes;
-        }
-    }
-
-    // Call when the rows have been read up to `offset` bytes.
-    void operator()(std::size_t offset) const {
-        for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(row_[r] + offset + distance_), _MM_HINT_T0);
-    }
-
-private:
-    std::uintptr_t row_[R];
-    std::size_t distance_;
-};
-
 }  // namespace
 }  // namespace ember::kernels::fast

@@ -20,6 +20,7 @@ struct Subcommand {
 
 constexpr Subcommand kSubcommands[] = {
     {"inspect", "describe a GGUF model: family, hyperparameters, tokenizer, tensors", ember::app::run_inspect},
+    {"plugins", "validate experiment plugins: print a plugin's descriptor without running it", ember::app::run_plugins},
 };
 
 void print_usage(std::FILE* out) {

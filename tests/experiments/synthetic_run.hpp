@@ -1,7 +1,7 @@
 // A stand-in for the engine's forward pass and generation loop, for driving the
 // ExperimentRunner without a model. The synthetic "model" computes like a residual
 // transformer so interventions propagate:
-//   hidden = embedding(position)                               [rows, n_embd]
+//   hidden = embedding(position, seed)                         [rows, n_embd]
 //   per layer l: before_layer(hidden)
 //                attn = 0.5 * hidden + 0.01 (l+1);  after_attention(attn);  hidden += attn
 //                mlp = 0.25 * hidden - 0.02 (l+1);  after_mlp(mlp);         hidden += mlp
@@ -77,7 +77,8 @@ inline Trace forward(hooks::ActiveHooks& hooks, const SyntheticModel& m, const h
     std::vector<float> hidden(rows * d);
     for (std::size_t r = 0; r < rows; ++r)
         for (std::size_t c = 0; c < d; ++c)
-            hidden[r * d + c] = seed + 0.5f * static_cast<float>(eval.start_position + r) + 0.125f * static_cast<float>(c);
+            hidden[r * d + c] = seed * static_cast<float>(c + 1) + 0.5f * static_cast<float>(eval.start_position + r) +
+                                0.125f * static_cast<float>(c);
     Trace t;
     for (std::uint32_t l = 0; l < m.n_layers; ++l) {
         hooks.before_layer(eval, l, view(hidden, rows, d));

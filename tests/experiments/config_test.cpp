@@ -381,3 +381,10 @@ TEST_CASE("to_json records the parsed config for run.json") {
     CHECK(o.at("generation").as_object().at("temperature").as_double() == 0.0);
     CHECK(o.at("experiments").as_array().empty());
 }
+
+TEST_CASE("configs/demo.toml parses") {
+    const auto c = load_run_config(fs::path(EMBER_SOURCE_DIR) / "configs" / "demo.toml");
+    CHECK(c.model.path.filename() == "stories260K.gguf");
+    REQUIRE(c.experiments.size() == 1);
+    CHECK(c.experiments[0].plugin == fs::path(EMBER_SOURCE_DIR) / "build" / "plugins" / "libablate.so");
+}

@@ -34,6 +34,10 @@ TokenizerInfo read_tokenizer_info(const gguf::File& file) {
     }
     auto special_id = [&](const char* key, std::optional<std::uint32_t>& slot) {
         if (const auto id = file.get_u32(key)) {
+            if (*id == 0xFFFFFFFFu) {  // what converters write for "no such token"
+                slot.reset();
+                return;
+            }
             if (*id >= info.vocab_size) {
                 throw Error(file.describe_error(file.find(key)->value.offset,
                                                 fmt::format("'{}' = {} is outside the vocabulary of {} tokens", key, *id,

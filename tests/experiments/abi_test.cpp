@@ -78,6 +78,12 @@ TEST_CASE("plugin.h compiles as C11 and as C++20 with -pedantic, experiment.hpp 
                                      shell_quote((dir.path() / "use.cpp").string()),
                                  true);
     CHECK_MESSAGE(cxx.exit_code == 0, cxx.output);
+    // Plugin authors who build with strict warnings get none from the SDK.
+    const auto strict = run_command(std::string(EMBER_CXX_COMPILER) + " -std=c++20" + warnings +
+                                        "-Wconversion -Wsign-conversion -Wshadow -Wold-style-cast -Wnon-virtual-dtor " +
+                                        shell_quote(std::string(EMBER_TEST_SOURCE_DIR) + "/outside/counter.cpp"),
+                                    true);
+    CHECK_MESSAGE(strict.exit_code == 0, strict.output);
 }
 
 TEST_CASE("a plugin written outside the project builds with g++ -std=c++20 -shared -fPIC -I<sdk> and runs") {

@@ -50,8 +50,12 @@ extern "C" {
 
 /* True when the struct behind `ptr` (whose first member is its size) was declared by
  * its writer large enough to hold `field`. */
+#ifdef __cplusplus
+#define EMBER_HAS_FIELD(ptr, type, field) ((ptr)->struct_size >= offsetof(type, field) + sizeof(type::field))
+#else
 #define EMBER_HAS_FIELD(ptr, type, field) \
     ((ptr)->struct_size >= offsetof(type, field) + sizeof(((const type*)0)->field))
+#endif
 
 typedef int32_t ember_status;
 enum { EMBER_OK = 0, EMBER_FAILED = 1 };

@@ -55,6 +55,7 @@ json::object describe(const gguf::File& file, const models::ModelConfig& c, cons
     o["n_embd_per_layer"] = c.n_embd_per_layer;
     o["n_shared_kv_layers"] = c.n_shared_kv_layers;
     o["tied_output"] = file.find_tensor("output.weight") == nullptr;
+    o["lm_head"] = file.find_tensor("output.weight") ? "output.weight" : "token_embd.weight";
 
     json::array layers;
     for (std::uint32_t l = 0; l < c.n_layers; ++l) {
@@ -101,7 +102,8 @@ json::object describe(const gguf::File& file, const models::ModelConfig& c, cons
                                {"type", gguf::type_name(t.type)},
                                {"shape", std::move(shape)},
                                {"bytes", t.nbytes},
-                               {"offset", t.file_offset}});
+                               {"offset", t.file_offset},
+                               {"layout", gguf::describe_layout(t)}});
         }
         o["tensors"] = std::move(tensors);
     }

@@ -244,6 +244,7 @@ void File::parse() {
                 break;
             }
         }
+        entry.end = in.pos();
         metadata_index_.emplace(entry.key, metadata_.size());
         metadata_.push_back(entry);
     }

@@ -63,6 +63,7 @@ struct MetadataEntry {
     std::string_view key;
     Value value;
     std::uint64_t offset = 0;  // where the key/value record starts
+    std::uint64_t end = 0;     // one past its last byte
 };
 
 struct TensorInfo {

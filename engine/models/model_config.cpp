@@ -141,7 +141,10 @@ ModelConfig load_model_config(const gguf::File& file, std::optional<Family> expe
     if (file.has(keys.key("attention.head_count_kv"))) n_head_kv = keys.per_layer("attention.head_count_kv", L, std::nullopt);
 
     // Head geometry. key_length defaults to E / H (of layer 0, as llama.cpp does).
-    if (n_head[0] <= 0) keys.fail(fmt::format("'{}' is 0 or missing", keys.key("attention.head_count")));
+    if (n_head[0] <= 0 || n_head[0] > ConfigLimits::max_heads) {
+        keys.fail(fmt::format("'{}' must be between 1 and {} (got {})", keys.key("attention.head_count"),
+                              ConfigLimits::max_heads, n_head[0]));
+    }
     const std::uint32_t default_head_dim = c.n_embd / static_cast<std::uint32_t>(n_head[0]);
     const std::uint32_t key_length = keys.u32("attention.key_length").value_or(default_head_dim);
     const std::uint32_t value_length = keys.u32("attention.value_length").value_or(default_head_dim);

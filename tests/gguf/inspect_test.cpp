@@ -65,6 +65,8 @@ TEST_CASE("inspect: stories260K") {
     CHECK(embd.at("type") == "F32");
     CHECK(embd.at("shape") == json::array{64, 512});
     CHECK(embd.at("bytes") == 64 * 512 * 4);
+    CHECK(embd.at("layout") == "row-major [512, 64] (ne[0]=64 contiguous)");
+    CHECK(o.at("lm_head") == "output.weight");
 }
 
 TEST_CASE("inspect: stories260K-q8_0 mixes Q8_0, F16 (rows of 172) and F32") {
@@ -110,7 +112,7 @@ TEST_CASE("inspect: synth-gemma4 has per-layer head dims, KV heads and rope base
     CHECK(o.at("final_logit_softcap").to_number<double>() == 30.0);
 }
 
-TEST_CASE("inspect: qwen3 head_dim x heads differs from n_embd; llama3 is tied with rope_freqs") {
+TEST_CASE("inspect: qwen3 head_dim x heads differs from n_embd, and llama3 is tied with rope_freqs") {
     const auto q = inspect("synth-qwen3-q8_0");
     CHECK(q.at("family") == "qwen3");
     CHECK(q.at("layers").at(0).at("head_dim") == 32);
@@ -120,6 +122,7 @@ TEST_CASE("inspect: qwen3 head_dim x heads differs from n_embd; llama3 is tied w
     CHECK(q.at("tokenizer").at("add_bos") == false);
     const auto l3 = inspect("synth-llama3-q8_0");
     CHECK(l3.at("tied_output") == true);
+    CHECK(l3.at("lm_head") == "token_embd.weight");
     CHECK(l3.at("rope").at("has_rope_freqs") == true);
     CHECK(l3.at("tokenizer").at("pre") == "llama-bpe");
     CHECK(l3.at("tokenizer").at("bos_id") == 128000);

@@ -15,4 +15,5 @@ MSG
 fi
 "$root/scripts/setup.sh" >/dev/null
 "$root/scripts/build.sh" >/dev/null
-exec "$root/build/app/ember" inspect "$model"
+exec "$root/build/app/ember" generate --route reference --model "$model" \
+  --prompt "Once upon a time, there was a little girl" --max-tokens 64

@@ -1,0 +1,170 @@
+// ember generate --model MODEL (--prompt TEXT | --file PATH) [--max-tokens N]
+//                [--route reference|fast] [--ctx N] [--temperature T] [--top-k K]
+//                [--top-p P] [--seed S] [--threads N] [--arch A] [--no-bos] [--json]
+// Continues a prompt: one prefill evaluation, then one decode evaluation per token.
+// Plain output streams the generated text to stdout as it is produced (statistics go to
+// stderr); --json prints one object at the end. Both are described in docs/generate.md.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "cli.hpp"
+#include "commands.hpp"
+#include "common/error.hpp"
+#include "gguf/gguf_file.hpp"
+#include "models/model.hpp"
+#include "runtime/generate.hpp"
+#include "runtime/session.hpp"
+#include "tokenizer/tokenizer.hpp"
+#include "utf8_stream.hpp"
+
+namespace ember::app {
+
+namespace {
+
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
+
+std::string hex(std::string_view bytes) {
+    std::string out;
+    for (const char c : bytes) fmt::format_to(std::back_inserter(out), "{:02x}", static_cast<unsigned char>(c));
+    return out;
+}
+
+void write_stdout(std::string_view text) {
+    if (text.empty()) return;
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
+        throw Error("cannot write the generated text to standard output");
+    }
+}
+
+// A non-negative integer option (Boost would wrap "-1" into a huge unsigned value).
+std::size_t count_option(const po::variables_map& vm, const char* name, long long min) {
+    const long long v = vm[name].as<long long>();
+    if (v < min) throw UsageError(fmt::format("ember generate: --{} {} must be at least {}", name, v, min));
+    return static_cast<std::size_t>(v);
+}
+
+// A float option as the decimal the user wrote (0.8, not 0.800000011920929).
+double shortest(float v) { return std::stod(fmt::format("{}", v)); }
+
+double per_second(std::size_t count, double ms) { return ms > 0 ? count / (ms / 1000.0) : 0.0; }
+
+}  // namespace
+
+int run_generate(const std::vector<std::string>& args) {
+    const long long default_threads = std::max(1u, std::thread::hardware_concurrency());
+    po::options_description options("generate options");
+    options.add_options()
+        ("model", po::value<std::string>(), "GGUF model to run")
+        ("prompt", po::value<std::string>(), "the prompt text")
+        ("file", po::value<std::string>(), "a file whose bytes are the prompt")
+        ("max-tokens", po::value<long long>()->default_value(32), "tokens to generate at most")
+        ("route", po::value<std::string>()->default_value("reference"), "kernels: reference|fast")
+        ("ctx", po::value<long long>()->default_value(0), "context length in tokens (0: min(4096, training context))")
+        ("temperature", po::value<float>()->default_value(0.0f), "0: greedy; > 0: seeded sampling")
+        ("top-k", po::value<long long>()->default_value(40), "sample among the K best tokens (0: all)")
+        ("top-p", po::value<float>()->default_value(0.95f), "sample within the smallest set holding this probability mass")
+        ("seed", po::value<unsigned long long>()->default_value(42), "random seed for sampling")
+        ("threads", po::value<long long>()->default_value(default_threads), "threads (default: the hardware threads)")
+        ("arch", po::value<std::string>()->default_value("auto"), "expected architecture: auto|llama|qwen3|gemma4")
+        ("no-bos", po::bool_switch(), "do not add the BOS token even if the model asks for it")
+        ("json", po::bool_switch(), "print one JSON object at the end (docs/generate.md)");
+    po::positional_options_description positional;
+    po::variables_map vm;
+    if (!parse_options("generate", args, options, positional, vm)) return kExitOk;
+    if (!vm.count("model")) throw UsageError("ember generate: give --model MODEL.gguf");
+    const std::string prompt = read_prompt(vm);
+    const std::string model_path = vm["model"].as<std::string>();
+    const auto arch = parse_arch(vm["arch"].as<std::string>());
+    const auto route = runtime::route_from_name(vm["route"].as<std::string>());
+    if (!route) throw UsageError(fmt::format("--route '{}' is not one of reference, fast", vm["route"].as<std::string>()));
+    const bool as_json = vm["json"].as<bool>();
+
+    runtime::GenerationOptions generation;
+    generation.max_tokens = count_option(vm, "max-tokens", 0);
+    generation.sampling.temperature = vm["temperature"].as<float>();
+    generation.sampling.top_k = static_cast<std::uint32_t>(std::min<std::size_t>(count_option(vm, "top-k", 0), UINT32_MAX));
+    generation.sampling.top_p = vm["top-p"].as<float>();
+    generation.sampling.seed = vm["seed"].as<unsigned long long>();
+    runtime::validate(generation.sampling);
+    runtime::SessionOptions session_options;
+    session_options.route = *route;
+    session_options.context_length = count_option(vm, "ctx", 0);
+    session_options.threads = count_option(vm, "threads", 1);
+
+    const auto start = Clock::now();
+    const gguf::File file = gguf::File::open(model_path);
+    const auto model = models::load_model(file, arch);
+    const auto tok = tokenizer::Tokenizer::from_gguf(file);
+    const double load_ms = ms_since(start);
+
+    tokenizer::EncodeOptions encode;
+    if (vm["no-bos"].as<bool>()) encode.add_bos = false;
+    const std::vector<std::int32_t> prompt_tokens = tok.encode_ids(prompt, encode);
+    session_options.max_batch = prompt_tokens.size();
+    runtime::Session session(*model, session_options);
+
+    Utf8Stream stream;
+    const auto print_token = [&](std::int32_t token) { write_stdout(stream.push(tok.piece(token))); };
+    const auto is_end = [&](std::int32_t token) { return tok.is_end_of_generation(token); };
+    const runtime::GenerationResult result =
+        as_json ? runtime::generate(session, prompt_tokens, generation, is_end)
+                : runtime::generate(session, prompt_tokens, generation, is_end, print_token);
+    const double total_ms = ms_since(start);
+    const runtime::GenerationTimings& t = result.timings;
+
+    if (!as_json) {
+        write_stdout(stream.finish() + "\n");
+        fmt::print(stderr, "ember: {} prompt tokens, {} generated ({}); prefill {:.1f} tok/s, decode {:.1f} tok/s, route {}, "
+                   "{} threads\n",
+                   prompt_tokens.size(), result.tokens.size(), runtime::stop_reason_name(result.stop_reason),
+                   per_second(prompt_tokens.size(), t.prefill_ms), per_second(t.decode_evaluations, t.decode_ms),
+                   session.backend().route(), session.threads());
+        return kExitOk;
+    }
+
+    json::object o;
+    o["model"] = model_path;
+    o["model_name"] = model->config().name;
+    o["family"] = models::family_name(model->config().family);
+    o["route"] = session.backend().route();
+    o["threads"] = session.threads();
+    o["ctx"] = session.context_length();
+    o["prompt"] = valid_utf8(prompt);
+    o["prompt_tokens"] = json::value_from(prompt_tokens);
+    o["tokens"] = json::value_from(result.tokens);
+    const std::string text = tok.decode(result.tokens);
+    o["text"] = valid_utf8(text);
+    o["text_hex"] = hex(text);
+    json::array steps;
+    for (const auto& s : result.steps) {
+        const std::string piece = tok.piece(s.token);
+        steps.push_back({{"token", s.token}, {"piece", valid_utf8(piece)}, {"piece_hex", hex(piece)},
+                         {"logit", s.logit}, {"margin", s.margin}});
+    }
+    o["steps"] = std::move(steps);
+    o["stop_reason"] = runtime::stop_reason_name(result.stop_reason);
+    const auto& sampling = generation.sampling;
+    o["sampling"] = {{"mode", sampling.temperature == 0.0f ? "greedy" : "seeded"},
+                     {"temperature", shortest(sampling.temperature)},
+                     {"top_k", sampling.top_k},
+                     {"top_p", shortest(sampling.top_p)},
+                     {"seed", sampling.seed}};
+    o["timings"] = {{"load_ms", load_ms},
+                    {"prefill_ms", t.prefill_ms},
+                    {"decode_ms", t.decode_ms},
+                    {"sampling_ms", t.sampling_ms},
+                    {"total_ms", total_ms},
+                    {"prefill_tok_s", per_second(prompt_tokens.size(), t.prefill_ms)},
+                    {"decode_tok_s", per_second(t.decode_evaluations, t.decode_ms)}};
+    print_json(o);
+    return kExitOk;
+}
+
+}  // namespace ember::app

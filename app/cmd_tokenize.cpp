@@ -1,0 +1,179 @@
+// ember tokenize --model MODEL (--prompt TEXT | --file PATH) [--no-bos] [--special]
+//                [--json | --ids] [--timing]
+// Prints the tokens of a text with their ids, pieces and byte spans [start, end) in the
+// UTF-8 input. Output formats are documented in docs/tokenizer.md.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "cli.hpp"
+#include "commands.hpp"
+#include "common/error.hpp"
+#include "gguf/gguf_file.hpp"
+#include "tokenizer/tokenizer.hpp"
+#include "tokenizer/unicode.hpp"
+
+namespace ember::app {
+namespace {
+
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// A piece for a terminal: printable UTF-8 as is; quotes, backslashes, control characters
+// and bytes that are not valid UTF-8 escaped.
+void append_escaped(fmt::memory_buffer& out, std::string_view piece) {
+    const bool valid = tokenizer::unicode::is_valid_utf8(piece);
+    out.push_back('"');
+    for (const char ch : piece) {
+        const auto c = static_cast<unsigned char>(ch);
+        switch (c) {
+            case '"': fmt::format_to(std::back_inserter(out), "\\\""); break;
+            case '\\': fmt::format_to(std::back_inserter(out), "\\\\"); break;
+            case '\n': fmt::format_to(std::back_inserter(out), "\\n"); break;
+            case '\r': fmt::format_to(std::back_inserter(out), "\\r"); break;
+            case '\t': fmt::format_to(std::back_inserter(out), "\\t"); break;
+            default:
+                if (c < 0x20 || c == 0x7F || (c >= 0x80 && !valid)) {
+                    fmt::format_to(std::back_inserter(out), "\\x{:02x}", c);
+                } else {
+                    out.push_back(ch);
+                }
+        }
+    }
+    out.push_back('"');
+}
+
+std::string hex(std::string_view bytes) {
+    std::string out;
+    out.reserve(bytes.size() * 2);
+    for (const char c : bytes) fmt::format_to(std::back_inserter(out), "{:02x}", static_cast<unsigned char>(c));
+    return out;
+}
+
+void write_stdout(const fmt::memory_buffer& buffer) {
+    if (std::fwrite(buffer.data(), 1, buffer.size(), stdout) != buffer.size() || std::fflush(stdout) != 0) {
+        throw Error("cannot write the tokens to standard output");
+    }
+}
+
+void print_ids(const std::vector<tokenizer::Token>& tokens) {
+    fmt::memory_buffer out;
+    for (std::size_t i = 0; i < tokens.size(); ++i) fmt::format_to(std::back_inserter(out), "{}{}", i ? " " : "", tokens[i].id);
+    out.push_back('\n');
+    write_stdout(out);
+}
+
+void print_table(const tokenizer::Tokenizer& tok, const std::string& model_path, std::size_t text_bytes,
+                 const std::vector<tokenizer::Token>& tokens) {
+    fmt::memory_buffer out;
+    fmt::format_to(std::back_inserter(out), "# {} tokens for {} bytes; tokenizer {}/{} ({})\n", tokens.size(), text_bytes,
+                   tok.info().model, tok.info().pre.empty() ? "-" : tok.info().pre, model_path);
+    fmt::format_to(std::back_inserter(out), "# index\tid\tstart\tend\tpiece\n");
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+        const auto& t = tokens[i];
+        fmt::format_to(std::back_inserter(out), "{}\t{}\t{}\t{}\t", i, t.id, t.start, t.end);
+        append_escaped(out, tok.piece(t.id, true));
+        out.push_back('\n');
+    }
+    write_stdout(out);
+}
+
+json::object token_json(const tokenizer::Tokenizer& tok, const tokenizer::Token& t) {
+    const std::string piece = tok.piece(t.id, true);
+    json::object o;
+    o["id"] = t.id;
+    if (tokenizer::unicode::is_valid_utf8(piece)) {
+        o["piece"] = piece;
+    } else {
+        o["piece"] = nullptr;  // part of a UTF-8 character (or invalid input bytes): see piece_hex
+        o["piece_hex"] = hex(piece);
+    }
+    o["start"] = t.start;
+    o["end"] = t.end;
+    return o;
+}
+
+// The header fields, then the tokens one object per line (readable and diff-able even
+// for long texts).
+void print_json_tokens(const tokenizer::Tokenizer& tok, const std::string& model_path, std::size_t text_bytes,
+                       const tokenizer::EncodeOptions& options, const std::vector<tokenizer::Token>& tokens) {
+    const auto& info = tok.info();
+    json::object header;
+    header["schema_version"] = 1;
+    header["model"] = model_path;
+    header["tokenizer"] = {{"model", info.model}, {"pre", info.pre}, {"vocab_size", tok.vocab_size()}};
+    header["add_bos"] = options.add_special && options.add_bos.value_or(info.add_bos);
+    header["parse_special"] = options.parse_special;
+    header["text_bytes"] = text_bytes;
+    header["n_tokens"] = tokens.size();
+
+    fmt::memory_buffer out;
+    auto put = [&](std::string_view s) { out.append(s.data(), s.data() + s.size()); };
+    put("{\n");
+    for (const auto& field : header) {
+        put("  ");
+        put(json::serialize(json::string(field.key())));
+        put(": ");
+        put(json::serialize(field.value()));
+        put(",\n");
+    }
+    put("  \"tokens\": [");
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+        put(i ? ",\n    " : "\n    ");
+        put(json::serialize(token_json(tok, tokens[i])));
+    }
+    put(tokens.empty() ? "]\n}\n" : "\n  ]\n}\n");
+    write_stdout(out);
+}
+
+}  // namespace
+
+int run_tokenize(const std::vector<std::string>& args) {
+    po::options_description options("tokenize options");
+    options.add_options()
+        ("model", po::value<std::string>(), "GGUF file whose tokenizer to use")
+        ("prompt", po::value<std::string>(), "text to tokenize")
+        ("file", po::value<std::string>(), "file whose bytes to tokenize")
+        ("no-bos", po::bool_switch(), "do not add the BOS token even if the model asks for it")
+        ("special", po::bool_switch(), "parse special-token texts (<|im_start|>, <s>...) in the input")
+        ("json", po::bool_switch(), "JSON output: a tokens array of {id, piece, start, end} (docs/tokenizer.md)")
+        ("ids", po::bool_switch(), "print only the ids, space-separated, on one line")
+        ("timing", po::bool_switch(), "print load and tokenize times (seconds) as JSON on stderr");
+    po::positional_options_description positional;
+    po::variables_map vm;
+    if (!parse_options("tokenize", args, options, positional, vm)) return kExitOk;
+    if (!vm.count("model")) throw UsageError("ember tokenize: give --model MODEL.gguf");
+    if (vm["json"].as<bool>() && vm["ids"].as<bool>()) throw UsageError("ember tokenize: --json and --ids exclude each other");
+    const std::string text = read_prompt(vm);
+    const std::string model_path = vm["model"].as<std::string>();
+
+    const auto load_start = Clock::now();
+    const auto file = gguf::File::open(model_path);
+    const auto tok = tokenizer::Tokenizer::from_gguf(file);
+    const double load_s = seconds_since(load_start);
+
+    tokenizer::EncodeOptions encode_options;
+    if (vm["no-bos"].as<bool>()) encode_options.add_bos = false;
+    encode_options.parse_special = vm["special"].as<bool>();
+    const auto encode_start = Clock::now();
+    const auto tokens = tok.encode(text, encode_options);
+    const double tokenize_s = seconds_since(encode_start);
+
+    if (vm["json"].as<bool>()) {
+        print_json_tokens(tok, model_path, text.size(), encode_options, tokens);
+    } else if (vm["ids"].as<bool>()) {
+        print_ids(tokens);
+    } else {
+        print_table(tok, model_path, text.size(), tokens);
+    }
+    if (vm["timing"].as<bool>()) {
+        fmt::print(stderr, "{{\"load_s\": {:.6f}, \"tokenize_s\": {:.6f}, \"tokens\": {}, \"bytes\": {}}}\n", load_s,
+                   tokenize_s, tokens.size(), text.size());
+    }
+    return kExitOk;
+}
+
+}  // namespace ember::app

@@ -1,0 +1,114 @@
+// The route-neutral operator interface. Model code computes a forward pass only through
+// these operations (via kernels::Ops, which names each call site); a route implements
+// them: reference/ with plain scalar loops that define what is correct, fast/ with SIMD
+// kernels held to the reference within fixed envelopes.
+//
+// Operations are at the granularity of one llama.cpp graph node, with explicit shapes
+// and no knowledge of models, tensor names or layers. Activations are F32 `Rows`
+// ([rows = tokens, cols = features] unless stated otherwise); weights are WeightMatrix
+// views in their stored type. Unless an operation says otherwise, `out` may alias an input
+// of the same shape (in-place), and every output row depends only on the same input row,
+// so a result never depends on how the work is split between threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "kernels/rows.hpp"
+#include "kernels/weight.hpp"
+
+namespace ember::kernels {
+
+// Which pairs of a head vector RoPE rotates (model-math §3.2).
+enum class RopePairing {
+    Adjacent,   // llama.cpp NORM: (x[2i], x[2i+1])
+    HalfSplit,  // llama.cpp NEOX: (x[i], x[i + n_rot/2])
+};
+
+struct RopeParams {
+    RopePairing pairing = RopePairing::Adjacent;
+    std::size_t n_heads = 0;
+    std::size_t head_dim = 0;
+    std::size_t n_rot = 0;  // rotated dims per head (even, <= head_dim); the rest is copied
+    float freq_base = 10000.0f;
+    float freq_scale = 1.0f;
+    std::span<const float> freq_factors;  // one per pair (n_rot / 2), or empty
+    // YaRN (ext_factor != 0 only when the file asks for it).
+    float ext_factor = 0.0f;
+    float attn_factor = 1.0f;
+    float beta_fast = 32.0f;
+    float beta_slow = 1.0f;
+    std::uint32_t n_ctx_orig = 0;
+};
+
+struct AttentionParams {
+    std::size_t n_head = 0;
+    std::size_t n_head_kv = 0;  // query head h reads KV head h / (n_head / n_head_kv)
+    std::size_t head_dim = 0;
+    float scale = 1.0f;         // multiplies q.k before the mask and softmax
+    std::size_t window = 0;     // 0: causal; else also mask keys with q_pos - k_pos >= window
+};
+
+// Which backend method ran, for kernel names in traces.
+enum class KernelId {
+    GetRows, Matmul, RmsNorm, Rope, Attention, Swiglu, Geglu, Gelu, Add, Mul, Scale, Softcap, Copy,
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+
+    // "reference" or "fast".
+    virtual std::string_view route() const = 0;
+    // The implementation that serves `kernel` for a weight of `weight_type` (ignored by
+    // kernels without a weight), e.g. "reference.matmul.q8_0". Static strings.
+    virtual std::string_view kernel_name(KernelId kernel, gguf::GgmlType weight_type) const = 0;
+
+    // Sizes internal scratch for evaluations of up to `max_tokens` rows against up to
+    // `max_context` cached positions with up to `max_heads` query heads of `max_head_dim`,
+    // so that later calls within those limits allocate nothing.
+    virtual void reserve(std::size_t max_tokens, std::size_t max_context, std::size_t max_heads,
+                         std::size_t max_head_dim) = 0;
+
+    // out[t] = the row ids[t] of `table`, converted to F32.  out: [ids.size(), table.cols]
+    virtual void get_rows(const WeightMatrix& table, std::span<const std::int32_t> ids, Rows out) = 0;
+
+    // y[t] = W x[t].  x: [T, W.cols], y: [T, W.rows]; y must not alias x.
+    virtual void matmul(ConstRows x, const WeightMatrix& w, Rows y) = 0;
+
+    // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight (weight empty: no weight).
+    // weight: [x.cols] or empty.
+    virtual void rms_norm(ConstRows x, std::span<const float> weight, float eps, Rows y) = 0;
+
+    // Rotates every head of x in place; row t is at position first_position + t.
+    // x: [T, n_heads * head_dim]
+    virtual void rope(Rows x, std::size_t first_position, const RopeParams& params) = 0;
+
+    // Softmax attention of T queries at positions first_position + t over the cached keys
+    // and values at positions 0 .. keys.rows - 1, masked causally (and by the window).
+    // q: [T, n_head * head_dim], keys/values: [n_kv, n_head_kv * head_dim],
+    // out: [T, n_head * head_dim]; out must not alias q.
+    virtual void attention(ConstRows q, ConstRows keys, ConstRows values, std::size_t first_position,
+                           const AttentionParams& params, Rows out) = 0;
+
+    // out = silu(gate) * up                (SwiGLU)
+    virtual void swiglu(ConstRows gate, ConstRows up, Rows out) = 0;
+    // out = gelu_tanh(gate) * up           (GEGLU, llama.cpp's F16-table GELU)
+    virtual void geglu(ConstRows gate, ConstRows up, Rows out) = 0;
+    // out = gelu_tanh(x)
+    virtual void gelu(ConstRows x, Rows out) = 0;
+
+    // out = a + b, out = a * b (element-wise, same shapes)
+    virtual void add(ConstRows a, ConstRows b, Rows out) = 0;
+    virtual void mul(ConstRows a, ConstRows b, Rows out) = 0;
+    // out = x * factor
+    virtual void scale(ConstRows x, float factor, Rows out) = 0;
+    // out = cap * tanh(x * (1 / cap))
+    virtual void softcap(ConstRows x, float cap, Rows out) = 0;
+    // out = x
+    virtual void copy(ConstRows x, Rows out) = 0;
+};
+
+}  // namespace ember::kernels

@@ -1,0 +1,79 @@
+// Softmax attention over the cached keys and values (model-math §3.4, §3.6, §3.7), in F32
+// with double sums, one query head at a time.
+#include <oneapi/tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <limits>
+
+#include "kernels/reference/kernels.hpp"
+
+namespace ember::kernels::reference {
+namespace {
+
+// The first cached position a query at `position` may see: causal, and within the
+// sliding window (window keys including the query itself) when there is one.
+std::size_t first_visible(std::size_t position, std::size_t window) {
+    return (window == 0 || position < window) ? 0 : position - window + 1;
+}
+
+double dot(const float* a, const float* b, std::size_t n) {
+    double sum = 0.0;
+    for (std::size_t i = 0; i < n; ++i) sum += static_cast<double>(a[i]) * b[i];
+    return sum;
+}
+
+}  // namespace
+
+// q: [T, n_head * D], keys/values: [n_kv, n_head_kv * D], out: [T, n_head * D].
+// For query t (at position p = first_position + t) and head h, reading KV head
+// h / (n_head / n_head_kv):
+//   s_j = scale * q.k_j for visible j (masked keys contribute exactly 0 and are skipped)
+//   p_j = exp(s_j - max s) / sum_j exp(s_j - max s)     (sum in double)
+//   out = sum_j p_j v_j                                 (sum in double)
+void attention(ConstRows q, ConstRows keys, ConstRows values, std::size_t first_position,
+               const AttentionParams& params, std::span<float> scores, std::span<double> sums, Rows out) {
+    const std::size_t D = params.head_dim;
+    const std::size_t n_kv = keys.rows;
+    assert(q.cols == params.n_head * D && out.cols == q.cols && out.rows == q.rows);
+    assert(keys.cols == params.n_head_kv * D && values.cols == keys.cols && values.rows == n_kv);
+    assert(first_position + q.rows <= n_kv);
+    assert(scores.size() >= params.n_head * n_kv && sums.size() >= params.n_head * D);
+    const std::size_t group = params.n_head / params.n_head_kv;
+
+    tbb::parallel_for(std::size_t{0}, params.n_head, [&](std::size_t h) {
+        const std::size_t kv_head = h / group;
+        float* s = scores.data() + h * n_kv;
+        double* acc = sums.data() + h * D;
+        for (std::size_t t = 0; t < q.rows; ++t) {
+            const std::size_t position = first_position + t;
+            const std::size_t begin = first_visible(position, params.window);
+            const std::size_t end = position + 1;
+            const float* qh = q.row(t) + h * D;
+
+            float max_score = -std::numeric_limits<float>::infinity();
+            for (std::size_t j = begin; j < end; ++j) {
+                s[j] = static_cast<float>(dot(qh, keys.row(j) + kv_head * D, D)) * params.scale;
+                max_score = std::max(max_score, s[j]);
+            }
+            double total = 0.0;
+            for (std::size_t j = begin; j < end; ++j) {
+                s[j] = std::exp(s[j] - max_score);
+                total += s[j];
+            }
+            const auto inverse_total = static_cast<float>(1.0 / total);
+
+            std::fill(acc, acc + D, 0.0);
+            for (std::size_t j = begin; j < end; ++j) {
+                const float p = s[j] * inverse_total;
+                const float* vj = values.row(j) + kv_head * D;
+                for (std::size_t d = 0; d < D; ++d) acc[d] += static_cast<double>(p) * vj[d];
+            }
+            float* oh = out.row(t) + h * D;
+            for (std::size_t d = 0; d < D; ++d) oh[d] = static_cast<float>(acc[d]);
+        }
+    });
+}
+
+}  // namespace ember::kernels::reference

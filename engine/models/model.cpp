@@ -1,0 +1,87 @@
+#include "models/model.hpp"
+
+#include <fmt/format.h>
+
+#include <string_view>
+
+#include "common/error.hpp"
+#include "models/gemma4.hpp"
+#include "models/llama.hpp"
+#include "models/qwen3.hpp"
+#include "models/tensor_loader.hpp"
+
+namespace ember::models {
+namespace {
+
+// The registry: general.architecture -> the family that implements it.
+struct FamilyEntry {
+    Family family;
+    std::unique_ptr<Model> (*load)(const gguf::File& file, ModelConfig config);
+};
+
+constexpr FamilyEntry kFamilies[] = {
+    {Family::Llama, load_llama},
+    {Family::Qwen3, load_qwen3},
+    {Family::Gemma4, load_gemma4},
+};
+
+}  // namespace
+
+std::unique_ptr<Model> load_model(const gguf::File& file, std::optional<Family> expected) {
+    ModelConfig config = load_model_config(file, expected);
+    for (const FamilyEntry& entry : kFamilies) {
+        if (entry.family == config.family) return entry.load(file, std::move(config));
+    }
+    throw Error(fmt::format("{}: no forward pass is registered for architecture '{}'", file.source(), config.architecture));
+}
+
+OutputHead load_output_head(const gguf::File& file, const ModelConfig& c,
+                            const kernels::WeightMatrix& token_embd) {
+    const TensorLoader t(file, c);
+    OutputHead head;
+    head.output_norm = t.vector("output_norm.weight", c.n_embd);
+    head.output = t.optional_matrix("output.weight", c.n_vocab, c.n_embd).value_or(token_embd);
+    return head;
+}
+
+void Model::final_norm(kernels::Ops& ops, kernels::ConstRows hidden, kernels::Rows normed) const {
+    ops.rms_norm({"result_norm", kernels::kNoLayer, kernels::OpKind::Norm}, hidden, head_.output_norm, config_.rms_eps,
+                 normed);
+}
+
+void Model::lm_head(kernels::Ops& ops, kernels::ConstRows normed, kernels::Rows logits) const {
+    ops.matmul({"output", kernels::kNoLayer, kernels::OpKind::LmHead}, normed, head_.output, logits);
+    if (config_.final_logit_softcap != 0.0f) {
+        ops.softcap({"final_logit_softcap", kernels::kNoLayer, kernels::OpKind::Softcap}, logits,
+                    config_.final_logit_softcap, logits);
+    }
+}
+
+kernels::RopeParams rope_params(const ModelConfig& config, const LayerConfig& layer, std::span<const float> freq_factors) {
+    kernels::RopeParams p;
+    p.pairing = config.rope_mode == RopeMode::Norm ? kernels::RopePairing::Adjacent : kernels::RopePairing::HalfSplit;
+    p.n_heads = layer.n_head;  // callers override for K (n_head_kv)
+    p.head_dim = layer.head_dim;
+    p.n_rot = layer.n_rot;
+    p.freq_base = layer.rope_base;
+    p.freq_scale = layer.rope_freq_scale;
+    if (layer.uses_rope_freqs) p.freq_factors = freq_factors;
+    p.ext_factor = config.yarn_ext_factor;
+    p.attn_factor = config.rope_attn_factor;
+    p.beta_fast = config.yarn_beta_fast;
+    p.beta_slow = config.yarn_beta_slow;
+    p.n_ctx_orig = config.n_ctx_orig;
+    return p;
+}
+
+kernels::AttentionParams attention_params(const ModelConfig& config, const LayerConfig& layer) {
+    kernels::AttentionParams p;
+    p.n_head = layer.n_head;
+    p.n_head_kv = layer.n_head_kv;
+    p.head_dim = layer.head_dim;
+    p.scale = layer.attention_scale;
+    p.window = layer.sliding_window ? config.n_swa : 0;
+    return p;
+}
+
+}  // namespace ember::models

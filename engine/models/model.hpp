@@ -1,0 +1,93 @@
+// A loaded model: its validated config and weights (views into the mapped GGUF file),
+// and the forward pass of its family. One class per family (llama.cpp, qwen3.cpp,
+// gemma4.cpp) implements it; load_model picks the family from general.architecture.
+//
+// The forward pass is generic over a hooks type (hooks/hooks.hpp). Each family compiles
+// it twice: with DisabledHooks (normal generation: no hook code at all) and with
+// ActiveHooks (experiments, extraction, capture: one virtual call per stage site).
+// A Model is immutable after loading and may serve several sessions at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "gguf/gguf_file.hpp"
+#include "hooks/hooks.hpp"
+#include "kernels/ops.hpp"
+#include "models/kv_cache.hpp"
+#include "models/model_config.hpp"
+#include "models/workspace.hpp"
+
+namespace ember::models {
+
+// One evaluation: the tokens at positions info.start_position, +1, ... The caller has
+// checked the ids against the vocabulary and the positions against the cache.
+struct Evaluation {
+    std::span<const std::int32_t> tokens;
+    hooks::EvalInfo info;  // phase, start_position, n_tokens, step, all_logits
+};
+
+// Everything one sequence's forward passes write. After an evaluation the logits are the
+// first logit_rows(eval) rows of workspace.logits ([rows, n_vocab]).
+struct ForwardState {
+    KvCache kv_cache;
+    Workspace workspace;
+};
+
+inline std::size_t logit_rows(const Evaluation& eval) { return eval.info.all_logits ? eval.tokens.size() : 1; }
+
+// The weights of the read-out every family shares.
+struct OutputHead {
+    std::vector<float> output_norm;  // [n_embd]
+    kernels::WeightMatrix output;    // [n_vocab, n_embd]; token_embd when the file has no output.weight
+};
+OutputHead load_output_head(const gguf::File& file, const ModelConfig& config, const kernels::WeightMatrix& token_embd);
+
+class Model {
+public:
+    virtual ~Model() = default;
+    Model(const Model&) = delete;
+    Model& operator=(const Model&) = delete;
+
+    const ModelConfig& config() const { return config_; }
+
+    virtual void evaluate(const Evaluation& eval, ForwardState& state, kernels::Ops& ops,
+                          hooks::DisabledHooks& hooks) const = 0;
+    virtual void evaluate(const Evaluation& eval, ForwardState& state, kernels::Ops& ops,
+                          hooks::ActiveHooks& hooks) const = 0;
+
+    // The model's own read-out applied to any residual rows (a logit lens): the final
+    // norm into `normed` [R, n_embd], then the LM head (and Gemma 4's soft-cap) into
+    // `logits` [R, n_vocab]. At the last layer it is exactly what evaluate() computes.
+    void unembed(kernels::Ops& ops, kernels::ConstRows hidden, kernels::Rows normed, kernels::Rows logits) const {
+        final_norm(ops, hidden, normed);
+        lm_head(ops, normed, logits);
+    }
+
+protected:
+    Model(ModelConfig config, OutputHead head) : config_(std::move(config)), head_(std::move(head)) {}
+
+    // "result_norm": hidden [R, n_embd] -> normed [R, n_embd]
+    void final_norm(kernels::Ops& ops, kernels::ConstRows hidden, kernels::Rows normed) const;
+    // "output" (+ "final_logit_softcap"): normed [R, n_embd] -> logits [R, n_vocab]
+    void lm_head(kernels::Ops& ops, kernels::ConstRows normed, kernels::Rows logits) const;
+
+    ModelConfig config_;
+    OutputHead head_;
+};
+
+// Reads the config (load_model_config) and the family's weights, validating both.
+// `file` must outlive the model (weights are views into its mapping).
+std::unique_ptr<Model> load_model(const gguf::File& file, std::optional<Family> expected = std::nullopt);
+
+// Parameters the families pass to the kernels, derived from a layer's config.
+kernels::RopeParams rope_params(const ModelConfig& config, const LayerConfig& layer, std::span<const float> freq_factors);
+kernels::AttentionParams attention_params(const ModelConfig& config, const LayerConfig& layer);
+
+// The hook view of an activation the model owns.
+inline hooks::TensorView tensor_view(const kernels::Rows& rows) { return {rows.data, rows.rows, rows.cols}; }
+
+}  // namespace ember::models

@@ -1,0 +1,55 @@
+// The generation loop: one prefill evaluation of the prompt, then one decode evaluation
+// per further token, choosing each token with a Sampler, stopping after max_tokens or at
+// an end-of-generation token. A run that generates N tokens evaluates the prompt once
+// and N - 1 single tokens: the last token is chosen but not evaluated.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "hooks/hooks.hpp"
+#include "runtime/sampler.hpp"
+#include "runtime/session.hpp"
+
+namespace ember::runtime {
+
+enum class StopReason { MaxTokens, EndOfGeneration };
+std::string_view stop_reason_name(StopReason reason);  // "max_tokens", "end_of_generation"
+
+struct GenerationOptions {
+    std::size_t max_tokens = 32;
+    SamplingOptions sampling;
+};
+
+struct GenerationStep {
+    std::int32_t token = -1;
+    float logit = 0.0f;   // the token's logit
+    float margin = 0.0f;  // its logit minus the best other logit
+};
+
+struct GenerationTimings {
+    double prefill_ms = 0;
+    double decode_ms = 0;  // all decode evaluations together
+    std::size_t decode_evaluations = 0;
+    double sampling_ms = 0;
+};
+
+struct GenerationResult {
+    // The generated tokens; an end-of-generation token ends the run and is not included.
+    std::vector<std::int32_t> tokens;
+    std::vector<GenerationStep> steps;  // one per token in `tokens`
+    StopReason stop_reason = StopReason::MaxTokens;
+    GenerationTimings timings;
+};
+
+// Generates from `prompt`, resetting the session to position 0 first. Checks first that the prompt
+// and max_tokens fit in the context, and throws ember::Error naming --ctx if not.
+// `on_token` is called with each generated token as soon as it is chosen.
+GenerationResult generate(Session& session, std::span<const std::int32_t> prompt, const GenerationOptions& options,
+                          const std::function<bool(std::int32_t)>& is_end_of_generation,
+                          const std::function<void(std::int32_t)>& on_token = {}, hooks::ActiveHooks* hooks = nullptr);
+
+}  // namespace ember::runtime

@@ -1,0 +1,124 @@
+#include "runtime/session.hpp"
+
+#include <fmt/format.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <algorithm>
+
+#include "common/error.hpp"
+#include "kernels/reference/reference_backend.hpp"
+
+namespace ember::runtime {
+namespace {
+
+std::size_t checked_context(const models::ModelConfig& config, std::size_t requested) {
+    const std::size_t n = requested == 0 ? default_context_length(config) : requested;
+    // Positions are int32 in llama.cpp and floats in RoPE; stay far below both limits.
+    constexpr std::size_t max_context = std::size_t{1} << 24;
+    if (n > max_context) throw Error(fmt::format("context length {} is larger than the maximum {}", n, max_context));
+    return n;
+}
+
+}  // namespace
+
+struct Session::Arena {
+    explicit Arena(std::size_t threads) : arena(static_cast<int>(threads)) {}
+    tbb::task_arena arena;
+};
+
+std::string_view route_name(Route route) { return route == Route::Reference ? "reference" : "fast"; }
+
+std::optional<Route> route_from_name(std::string_view name) {
+    if (name == "reference") return Route::Reference;
+    if (name == "fast") return Route::Fast;
+    return std::nullopt;
+}
+
+std::unique_ptr<kernels::Backend> make_backend(Route route) {
+    switch (route) {
+        case Route::Reference: return kernels::reference::make_reference_backend();
+        case Route::Fast: break;
+    }
+    throw Error("the fast route is not available yet; use --route reference");
+}
+
+std::size_t default_context_length(const models::ModelConfig& config) {
+    return std::min<std::size_t>(4096, config.n_ctx_train);
+}
+
+Session::Session(const models::Model& model, const SessionOptions& options)
+    : model_(model),
+      backend_(make_backend(options.route)),
+      ops_(*backend_, options.observer),
+      context_length_(checked_context(model.config(), options.context_length)),
+      threads_(options.threads),
+      state_{models::KvCache(model.config(), context_length_), models::Workspace{}} {
+    if (threads_ == 0) throw Error("the thread count must be at least 1");
+    if (context_length_ == 0) throw Error("the context length must be at least 1");
+    arena_ = std::make_unique<Arena>(threads_);
+    const models::ModelConfig& c = model.config();
+    const std::size_t batch = std::clamp<std::size_t>(options.max_batch, 1, context_length_);
+    state_.workspace.reserve(c, batch, options.all_logits ? batch : 1);
+    const models::MaxDims dims = models::max_dims(c);
+    backend_->reserve(batch, context_length_, dims.n_head, dims.head_dim);
+}
+
+Session::~Session() = default;
+
+void Session::reset() {
+    position_ = 0;
+    step_ = 0;
+    started_ = false;
+}
+
+kernels::ConstRows Session::prefill(std::span<const std::int32_t> tokens, bool all_logits, hooks::ActiveHooks* hooks) {
+    return evaluate(tokens, hooks::Phase::Prefill, all_logits, hooks);
+}
+
+kernels::ConstRows Session::decode(std::int32_t token, hooks::ActiveHooks* hooks) {
+    return evaluate(std::span<const std::int32_t>(&token, 1), hooks::Phase::Decode, false, hooks);
+}
+
+kernels::ConstRows Session::evaluate(std::span<const std::int32_t> tokens, hooks::Phase phase, bool all_logits,
+                                     hooks::ActiveHooks* hooks) {
+    const models::ModelConfig& c = model_.config();
+    if (tokens.empty()) throw Error("an evaluation needs at least one token");
+    if (tokens.size() > context_length_ - position_) {
+        throw Error(fmt::format("{} tokens at position {} do not fit in the context of {} tokens (--ctx)", tokens.size(),
+                                position_, context_length_));
+    }
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+        if (tokens[i] < 0 || static_cast<std::size_t>(tokens[i]) >= c.n_vocab) {
+            throw Error(fmt::format("token id {} at position {} is outside the vocabulary of {} tokens", tokens[i],
+                                    position_ + i, c.n_vocab));
+        }
+    }
+
+    const std::size_t rows = all_logits ? tokens.size() : 1;
+    state_.workspace.reserve(c, tokens.size(), rows);  // allocates only beyond the preallocated size
+
+    models::Evaluation eval;
+    eval.tokens = tokens;
+    eval.info.phase = phase;
+    eval.info.start_position = position_;
+    eval.info.n_tokens = tokens.size();
+    eval.info.step = started_ ? step_ + 1 : 0;
+    eval.info.tracing = ops_.observer() != nullptr;
+    eval.info.all_logits = all_logits;
+
+    arena_->arena.execute([&] {
+        if (hooks != nullptr) {
+            model_.evaluate(eval, state_, ops_, *hooks);
+        } else {
+            hooks::DisabledHooks disabled;
+            model_.evaluate(eval, state_, ops_, disabled);
+        }
+    });
+
+    position_ += tokens.size();
+    step_ = eval.info.step;
+    started_ = true;
+    return {state_.workspace.logits.data(), rows, c.n_vocab};
+}
+
+}  // namespace ember::runtime

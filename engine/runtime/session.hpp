@@ -1,0 +1,90 @@
+// A session runs one sequence through a model: the prompt as one prefill evaluation,
+// then one decode evaluation per generated token, each appending to the F32 KV cache.
+// It owns what a sequence needs: the route's backend, the KV cache (sized by the context
+// length), the preallocated workspace and a oneTBB arena with exactly `threads` threads.
+//
+// Hooks: pass an ActiveHooks to an evaluation to see and change the tensors at every
+// stage site; pass none and the forward pass is the DisabledHooks instantiation.
+// Tracing: a kernels::OpObserver in the options sees every operation (null = off).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "hooks/hooks.hpp"
+#include "kernels/ops.hpp"
+#include "models/model.hpp"
+
+namespace ember::runtime {
+
+enum class Route { Reference, Fast };
+std::string_view route_name(Route route);
+std::optional<Route> route_from_name(std::string_view name);
+
+// The backend of a route. Throws ember::Error for a route that is not built yet.
+std::unique_ptr<kernels::Backend> make_backend(Route route);
+
+// min(4096, the model's training context).
+std::size_t default_context_length(const models::ModelConfig& config);
+
+struct SessionOptions {
+    Route route = Route::Reference;
+    std::size_t context_length = 0;  // 0: default_context_length()
+    std::size_t threads = 1;
+    // The largest evaluation to preallocate for (usually the prompt length), and whether
+    // it asks for the logits of every row. Larger evaluations grow the workspace.
+    std::size_t max_batch = 1;
+    bool all_logits = false;
+    kernels::OpObserver* observer = nullptr;
+};
+
+class Session {
+public:
+    Session(const models::Model& model, const SessionOptions& options);
+    ~Session();
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    // Evaluates `tokens` at positions position() .. position() + n - 1 in one prefill
+    // evaluation. Returns the logits [1, n_vocab] of the last token, or [n, n_vocab] of
+    // every token with all_logits; valid until the next evaluation.
+    kernels::ConstRows prefill(std::span<const std::int32_t> tokens, bool all_logits = false,
+                               hooks::ActiveHooks* hooks = nullptr);
+    // Evaluates one token at position(); returns its logits [1, n_vocab].
+    kernels::ConstRows decode(std::int32_t token, hooks::ActiveHooks* hooks = nullptr);
+
+    // Forgets the sequence: position 0, step 0 (the cache is overwritten as it refills).
+    void reset();
+
+    std::size_t position() const { return position_; }     // tokens in the cache
+    std::size_t context_length() const { return context_length_; }
+    std::size_t step() const { return step_; }             // 0 after prefill, +1 per decode
+    std::size_t threads() const { return threads_; }
+    const models::Model& model() const { return model_; }
+    const kernels::Backend& backend() const { return *backend_; }
+    kernels::OpObserver* observer() const { return ops_.observer(); }
+    const models::KvCache& kv_cache() const { return state_.kv_cache; }
+
+private:
+    kernels::ConstRows evaluate(std::span<const std::int32_t> tokens, hooks::Phase phase, bool all_logits,
+                                hooks::ActiveHooks* hooks);
+
+    struct Arena;  // the oneTBB task_arena evaluations run in
+
+    const models::Model& model_;
+    std::unique_ptr<kernels::Backend> backend_;
+    kernels::Ops ops_;
+    std::unique_ptr<Arena> arena_;
+    std::size_t context_length_ = 0;
+    std::size_t threads_ = 1;
+    models::ForwardState state_;
+    std::size_t position_ = 0;
+    std::size_t step_ = 0;
+    bool started_ = false;
+};
+
+}  // namespace ember::runtime

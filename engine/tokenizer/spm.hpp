@@ -1,0 +1,38 @@
+// SentencePiece-style tokenization (tokenizer.ggml.model = "llama"; model-math §8.4).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/token.hpp"
+#include "tokenizer/vocab.hpp"
+
+namespace ember::tokenizer {
+
+class SpmModel {
+public:
+    // Notes which characters occur inside some token of two or more characters. Only
+    // those can ever take part in a merge: any other character splits the text into runs
+    // that merge independently, which keeps the merge queue small on long inputs.
+    static SpmModel load(const Vocabulary& vocab);
+
+    // Tokenizes the raw-text fragment input[start, end) and appends its tokens to `out`.
+    // `space_prefix`: put a "▁" before the fragment (the tokenizer's own space, an empty
+    // span). Throws ember::Error if a byte needs a byte-fallback token the vocabulary lacks.
+    void encode(const Vocabulary& vocab, std::string_view input, std::size_t start, std::size_t end, bool space_prefix,
+                std::vector<Token>& out) const;
+
+    // Whether `character` (one lead-byte-delimited character) occurs inside a longer token.
+    bool can_merge(std::string_view character) const;
+
+private:
+    static std::uint64_t key_of(std::string_view character);
+    void insert(std::uint64_t key);
+
+    std::vector<std::uint64_t> mergeable_;  // open-addressing set of character keys; 0 = empty
+    std::size_t mask_ = 0;
+    std::size_t count_ = 0;
+};
+
+}  // namespace ember::tokenizer

@@ -38,7 +38,7 @@ ModelSection parse_model(const toml::table& table, const std::string& file, cons
     if (auto v = r.choice("arch", {"auto", "llama", "qwen3", "gemma4"})) m.arch = *v;
     if (auto v = r.choice("route", {"reference", "fast"})) m.route = *v;
     if (auto v = r.integer("threads", 0, 4096)) m.threads = static_cast<std::uint32_t>(*v);
-    if (auto v = r.integer("ctx", 1, kMaxInt32)) m.ctx = static_cast<std::uint32_t>(*v);
+    if (auto v = r.integer("ctx", 0, kMaxInt32)) m.ctx = static_cast<std::uint32_t>(*v);
     r.finish();
     if (!path) r.fail_here("[model] needs path = \"model.gguf\"");
     m.path = *path;

@@ -28,7 +28,7 @@ struct ModelSection {
     std::string arch = "auto";         // auto | llama | qwen3 | gemma4
     std::string route = "reference";   // reference | fast
     std::uint32_t threads = 0;         // 0 = every available core
-    std::uint32_t ctx = 4096;          // context window in tokens
+    std::uint32_t ctx = 0;             // context window in tokens; 0 = min(4096, the model's training context)
 };
 
 struct PromptSection {

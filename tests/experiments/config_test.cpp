@@ -78,7 +78,7 @@ TEST_CASE("a minimal config gets every documented default, paths resolved agains
     CHECK(c.model.arch == "auto");
     CHECK(c.model.route == "reference");
     CHECK(c.model.threads == 0);
-    CHECK(c.model.ctx == 4096);
+    CHECK(c.model.ctx == 0);
     CHECK(c.prompt.text == "Once upon a time");
     CHECK(!c.prompt.file);
     CHECK(c.prompt.add_bos == AddBos::Auto);
@@ -336,7 +336,7 @@ text = "Once upon a time"
 plugin = "./sub/../libablate.so"
 config = { layers = [1, 2], stage = "after_mlp" }
 [model]
-ctx = 4096
+ctx = 0
 threads = 0
 route = "reference"
 arch = "auto"

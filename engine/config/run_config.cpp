@@ -66,6 +66,8 @@ GenerationSection parse_generation(const toml::table& table, const std::string& 
     TableReader r(table, "generation", file);
     if (auto v = r.integer("max_tokens", 1, kMaxInt32)) g.max_tokens = static_cast<std::uint32_t>(*v);
     if (auto v = r.number("temperature", 0.0, 1e6)) g.temperature = *v;
+    if (auto v = r.integer("top_k", 0, kMaxInt32)) g.top_k = static_cast<std::uint32_t>(*v);
+    if (auto v = r.number("top_p", 0.0, 1.0)) g.top_p = *v;
     if (auto v = r.integer("seed", 0, std::numeric_limits<std::int64_t>::max())) g.seed = static_cast<std::uint64_t>(*v);
     r.finish();
     return g;
@@ -223,6 +225,8 @@ boost::json::object to_json(const RunConfig& c) {
         {"generation",
          {{"max_tokens", c.generation.max_tokens},
           {"temperature", c.generation.temperature},
+          {"top_k", c.generation.top_k},
+          {"top_p", c.generation.top_p},
           {"seed", c.generation.seed}}},
         {"tracing", {{"enabled", c.tracing.enabled}, {"path", c.tracing.path.string()}}},
         {"output", {{"dir", c.output.dir.string()}}},

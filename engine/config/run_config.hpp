@@ -40,6 +40,8 @@ struct PromptSection {
 struct GenerationSection {
     std::uint32_t max_tokens = 32;
     double temperature = 0.0;  // 0 = greedy
+    std::uint32_t top_k = 40;  // sampling: the K best tokens (0 = all)
+    double top_p = 0.95;       // sampling: the smallest set holding this probability mass (1 = all)
     std::uint64_t seed = 42;
 };
 

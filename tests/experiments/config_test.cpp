@@ -84,6 +84,8 @@ TEST_CASE("a minimal config gets every documented default, paths resolved agains
     CHECK(c.prompt.add_bos == AddBos::Auto);
     CHECK(c.generation.max_tokens == 32);
     CHECK(c.generation.temperature == 0.0);
+    CHECK(c.generation.top_k == 40);
+    CHECK(c.generation.top_p == 0.95);
     CHECK(c.generation.seed == 42);
     CHECK(!c.tracing.enabled);
     CHECK(c.output.dir == dir.path() / "runs" / "demo");
@@ -107,6 +109,8 @@ add_bos = false
 [generation]
 max_tokens = 8
 temperature = 0.7
+top_k = 0
+top_p = 0.5
 seed = 7
 [tracing]
 enabled = true
@@ -133,6 +137,8 @@ stage = "after_mlp"
     CHECK(c.prompt.add_bos == AddBos::No);
     CHECK(c.generation.max_tokens == 8);
     CHECK(c.generation.temperature == 0.7);
+    CHECK(c.generation.top_k == 0);
+    CHECK(c.generation.top_p == 0.5);
     CHECK(c.generation.seed == 7);
     CHECK(c.tracing.enabled);
     CHECK(c.tracing.path == base / "trace.jsonl");
@@ -143,7 +149,7 @@ stage = "after_mlp"
     CHECK(c.experiments[0].plugin == base / "plugins" / "libablate.so");
     CHECK(c.experiments[0].config_json == R"({"layers":[1],"stage":"after_mlp"})");
     CHECK(c.experiments[0].base_dir == base);
-    CHECK(c.experiments[0].origin == file.string() + ":22");
+    CHECK(c.experiments[0].origin == file.string() + ":24");
 }
 
 TEST_CASE("every error names file:line:column") {
@@ -183,6 +189,7 @@ TEST_CASE("every error names file:line:column") {
          "x.toml:6:15: generation.temperature must be a number, not a string"},
         {std::string(kMinimal) + "[generation]\ntemperature = -0.5\n",
          "x.toml:6:15: generation.temperature = -0.5 is outside [0, 1000000]"},
+        {std::string(kMinimal) + "[generation]\ntop_p = 1.5\n", "x.toml:6:9: generation.top_p = 1.5 is outside [0, 1]"},
         {std::string(kMinimal) + "[tracing]\nenabled = 1\n", "x.toml:6:11: tracing.enabled must be true or false, not an integer"},
         {std::string(kMinimal) + "[output]\ndir = \"\"\n", "x.toml:6:7: output.dir is an empty path"},
         {std::string(kMinimal) + "[hooks]\nfailure = \"lenient\"\n",

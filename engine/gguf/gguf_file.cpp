@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "common/checked.hpp"
 #include "common/error.hpp"
@@ -62,10 +63,19 @@ public:
     }
 
     std::string_view read_string(std::string_view what, std::uint64_t max_len) {
+        return read_string([what] { return std::string(what); }, max_len);
+    }
+
+    // `describe()` names the string in an error; it runs only when there is one, so a
+    // loop over a vocabulary of 262k strings formats nothing.
+    template <class Describe>
+        requires std::is_invocable_r_v<std::string, Describe>
+    std::string_view read_string(Describe&& describe, std::uint64_t max_len) {
         const std::uint64_t at = pos_;
-        const auto len = read<std::uint64_t>(what);
-        if (len > max_len) fail(at, fmt::format("{} length {} exceeds the limit of {}", what, len, max_len));
-        need(len, what);
+        if (remaining() < 8) need(8, describe());
+        const auto len = read<std::uint64_t>("string length");
+        if (len > max_len) fail(at, fmt::format("{} length {} exceeds the limit of {}", describe(), len, max_len));
+        if (len > remaining()) need(len, describe());
         std::string_view s(reinterpret_cast<const char*>(bytes_.data() + pos_), len);
         pos_ += len;
         return s;
@@ -100,7 +110,9 @@ void skip_array_elements(Cursor& in, ValueType element_type, std::uint64_t count
                                       key, count, value_type_name(element_type), in.remaining()));
     }
     if (element_type == ValueType::STRING) {
-        for (std::uint64_t i = 0; i < count; ++i) in.read_string(fmt::format("string {} of array '{}'", i, key), in.remaining());
+        for (std::uint64_t i = 0; i < count; ++i) {
+            in.read_string([i, key] { return fmt::format("string {} of array '{}'", i, key); }, in.remaining());
+        }
     } else if (element_type == ValueType::ARRAY) {
         if (depth + 1 >= Limits::max_array_depth) {
             in.fail(in.pos(), fmt::format("array '{}' nests deeper than {} levels", key, Limits::max_array_depth));
@@ -235,7 +247,9 @@ void File::parse() {
                 v.boolean = b == 1;
                 break;
             }
-            case ValueType::STRING: v.string = in.read_string(fmt::format("string value of '{}'", entry.key), in.remaining()); break;
+            case ValueType::STRING:
+                v.string = in.read_string([&entry] { return fmt::format("string value of '{}'", entry.key); }, in.remaining());
+                break;
             case ValueType::ARRAY: {
                 v.element_type = read_value_type(in, fmt::format("element type of array '{}'", entry.key));
                 v.count = in.read<std::uint64_t>("array count");

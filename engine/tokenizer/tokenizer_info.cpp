@@ -86,7 +86,8 @@ TokenizerInfo read_tokenizer_info(const gguf::File& file) {
             info.pre_tokenizer = PreTokenizer::Qwen2;
             info.clean_spaces = false;
         } else {
-            info.pre_tokenizer = PreTokenizer::Unsupported;
+            info.pre_tokenizer = PreTokenizer::Unsupported;  // Tokenizer::from_gguf refuses it by name
+            info.add_bos = info.pre == "tekken" || info.pre == "chameleon";  // llama.cpp's default, for inspect
         }
     } else if (info.model == "gemma4") {
         info.type = VocabType::Gemma4;

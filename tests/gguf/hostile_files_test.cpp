@@ -16,10 +16,10 @@
 
 #include "common/error.hpp"
 #include "file_patcher.hpp"
-#include "models/model_config.hpp"
+#include "models/model.hpp"
 #include "support/fixtures.hpp"
 #include "support/tiny_gguf.hpp"
-#include "tokenizer/tokenizer_info.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 // ---- allocation accounting: every operator new in this binary is counted ----
 namespace {
@@ -68,11 +68,11 @@ std::vector<std::byte> read_file(const std::filesystem::path& p) {
 }
 
 // Everything the CLI validates before any computation: the container, the
-// hyperparameters and the tokenizer metadata.
+// hyperparameters and weights, and the vocabulary.
 void validate_all(Bytes bytes, const std::string& source) {
     auto file = ember::gguf::File::from_bytes(std::move(bytes), source);
-    (void)ember::models::load_model_config(file);
-    (void)ember::tokenizer::read_tokenizer_info(file);
+    (void)ember::models::load_model(file);
+    (void)ember::tokenizer::Tokenizer::from_gguf(file);
 }
 
 constexpr std::uint64_t kMax64 = std::numeric_limits<std::uint64_t>::max();

@@ -19,20 +19,10 @@
 namespace ember::test {
 namespace {
 
-// Gemma 4's full layers need their proportional-RoPE factors.
 gguf::Writer tiny_writer(const std::string& arch) {
     TinySpec spec;
     spec.arch = arch;
-    gguf::Writer w = tiny_model_writer(spec);
-    if (arch == "gemma4") {
-        const std::uint32_t pairs = spec.n_embd / spec.n_head / 2;
-        std::vector<float> factors(pairs, 1.0f);
-        std::vector<std::byte> data(pairs * sizeof(float));
-        std::memcpy(data.data(), factors.data(), data.size());
-        const std::uint64_t ne[1] = {pairs};
-        w.add_tensor("rope_freqs.weight", gguf::GgmlType::F32, ne, std::move(data));
-    }
-    return w;
+    return tiny_model_writer(spec);
 }
 
 gguf::File open(const gguf::Writer& w) { return gguf::File::from_bytes(w.to_bytes(), "tiny.gguf"); }

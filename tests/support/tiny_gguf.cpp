@@ -80,6 +80,12 @@ public:
         writer_.add_tensor(name, type, ne, encode(v, type));
     }
 
+    void constant(const std::string& name, std::uint64_t n, float value) {
+        const std::vector<float> v(n, value);
+        const std::uint64_t ne[1] = {n};
+        writer_.add_tensor(name, gguf::GgmlType::F32, ne, encode(v, gguf::GgmlType::F32));
+    }
+
     void norm(const std::string& name, std::uint64_t n) {
         std::uniform_real_distribution<float> dist(0.8f, 1.2f);
         std::vector<float> v(n);
@@ -149,6 +155,7 @@ gguf::Writer tiny_model_writer(const TinySpec& s) {
     make.matrix("token_embd.weight", s.n_embd, n_vocab, s.weight_type);
     make.norm("output_norm.weight", s.n_embd);
     if (!s.tied_output) make.matrix("output.weight", s.n_embd, n_vocab, s.weight_type);
+    if (a == "gemma4") make.constant("rope_freqs.weight", head_dim / 2, 1.0f);  // full layers rotate every pair
     for (std::uint32_t l = 0; l < s.n_layers; ++l) {
         const std::string p = fmt::format("blk.{}.", l);
         make.norm(p + "attn_norm.weight", s.n_embd);

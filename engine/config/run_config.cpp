@@ -1,0 +1,242 @@
+#include "config/run_config.hpp"
+
+#include <fmt/format.h>
+
+#include <boost/json/parse.hpp>
+
+#include <cstdlib>
+#include <limits>
+
+#include "common/error.hpp"
+#include "common/sha256.hpp"
+#include "config/toml_reader.hpp"
+
+namespace ember::config {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr std::int64_t kMaxInt32 = std::numeric_limits<std::int32_t>::max();
+
+toml::table parse_toml_file(const fs::path& file) {
+    std::error_code ec;
+    if (!fs::is_regular_file(file, ec)) throw Error(fmt::format("{}: cannot open (no such file)", file.string()));
+    try {
+        return toml::parse_file(file.string());
+    } catch (const toml::parse_error& e) {
+        throw Error(located(file.string(), e.source(), e.description()));
+    }
+}
+
+[[noreturn]] void missing_table(const std::string& file, std::string_view message) {
+    throw Error(fmt::format("{}:1:1: {}", file, message));
+}
+
+ModelSection parse_model(const toml::table& table, const std::string& file, const fs::path& base) {
+    ModelSection m;
+    TableReader r(table, "model", file);
+    auto path = r.path("path", base);
+    if (auto v = r.choice("arch", {"auto", "llama", "qwen3", "gemma4"})) m.arch = *v;
+    if (auto v = r.choice("route", {"reference", "fast"})) m.route = *v;
+    if (auto v = r.integer("threads", 0, 4096)) m.threads = static_cast<std::uint32_t>(*v);
+    if (auto v = r.integer("ctx", 0, kMaxInt32)) m.ctx = static_cast<std::uint32_t>(*v);
+    r.finish();
+    if (!path) r.fail_here("[model] needs path = \"model.gguf\"");
+    m.path = *path;
+    return m;
+}
+
+PromptSection parse_prompt(const toml::table& table, const std::string& file, const fs::path& base) {
+    PromptSection p;
+    TableReader r(table, "prompt", file);
+    p.text = r.string("text");
+    p.file = r.path("file", base);
+    if (const toml::node* n = r.node("add_bos")) {
+        if (n->is_boolean()) p.add_bos = n->as_boolean()->get() ? AddBos::Yes : AddBos::No;
+        else if (n->is_string() && n->as_string()->get() == "auto") p.add_bos = AddBos::Auto;
+        else r.fail(*n, "prompt.add_bos must be true, false or \"auto\"");
+    }
+    r.finish();
+    if (p.text && p.file) r.fail(*table.get("file"), "[prompt] takes text or file, not both");
+    if (!p.text && !p.file) r.fail_here("[prompt] needs text = \"...\" or file = \"prompt.txt\"");
+    return p;
+}
+
+GenerationSection parse_generation(const toml::table& table, const std::string& file) {
+    GenerationSection g;
+    TableReader r(table, "generation", file);
+    if (auto v = r.integer("max_tokens", 1, kMaxInt32)) g.max_tokens = static_cast<std::uint32_t>(*v);
+    if (auto v = r.number("temperature", 0.0, 1e6)) g.temperature = *v;
+    if (auto v = r.integer("top_k", 0, kMaxInt32)) g.top_k = static_cast<std::uint32_t>(*v);
+    if (auto v = r.number("top_p", 0.0, 1.0)) g.top_p = *v;
+    if (auto v = r.integer("seed", 0, std::numeric_limits<std::int64_t>::max())) g.seed = static_cast<std::uint64_t>(*v);
+    r.finish();
+    return g;
+}
+
+TracingSection parse_tracing(const toml::table& table, const std::string& file, const fs::path& base) {
+    TracingSection t;
+    TableReader r(table, "tracing", file);
+    if (auto v = r.boolean("enabled")) t.enabled = *v;
+    if (auto v = r.path("path", base)) t.path = *v;
+    r.finish();
+    return t;
+}
+
+OutputSection parse_output(const toml::table& table, const std::string& file, const fs::path& base) {
+    OutputSection o;
+    TableReader r(table, "output", file);
+    if (auto v = r.path("dir", base)) o.dir = *v;
+    r.finish();
+    return o;
+}
+
+HooksSection parse_hooks(const toml::table& table, const std::string& file) {
+    HooksSection h;
+    TableReader r(table, "hooks", file);
+    if (auto v = r.choice("failure", {"strict", "fail_open"}))
+        h.failure = *v == "strict" ? FailurePolicy::Strict : FailurePolicy::FailOpen;
+    if (auto v = r.integer("timeout_ms", 0, kMaxInt32)) h.timeout_ms = static_cast<std::uint32_t>(*v);
+    r.finish();
+    return h;
+}
+
+// The [[experiment]] entries of `top` (the document's root table), in file order.
+std::vector<ExperimentEntry> parse_experiments(TableReader& top, const std::string& file, const fs::path& base) {
+    std::vector<ExperimentEntry> out;
+    const toml::node* node = top.node("experiment");
+    if (!node) return out;
+    if (node->is_table()) top.fail(*node, "experiment must be written [[experiment]] (an array of tables)");
+    if (!node->is_array()) top.fail(*node, "experiment must be written [[experiment]] (an array of tables)");
+    for (const toml::node& item : *node->as_array()) {
+        if (!item.is_table()) top.fail(item, "experiment must be written [[experiment]] (an array of tables)");
+        const toml::table& table = *item.as_table();
+        TableReader r(table, "experiment", file);
+        ExperimentEntry e;
+        auto plugin = r.path("plugin", base);
+        const toml::table* config = r.table("config");
+        r.finish();
+        if (!plugin) r.fail_here("[[experiment]] needs plugin = \"path/to/libname.so\"");
+        e.plugin = *plugin;
+        if (config) e.config_json = canonical_json(toml_to_json(*config, file));
+        e.base_dir = base;
+        e.origin = fmt::format("{}:{}", file, table.source().begin.line);
+        out.push_back(std::move(e));
+    }
+    return out;
+}
+
+fs::path absolute_normal(const fs::path& p) { return fs::absolute(p).lexically_normal(); }
+
+}  // namespace
+
+std::string_view failure_policy_name(FailurePolicy policy) {
+    return policy == FailurePolicy::Strict ? "strict" : "fail_open";
+}
+
+std::vector<ExperimentEntry> load_defaults_file(const fs::path& file) {
+    const std::string display = file.string();
+    const toml::table root = parse_toml_file(file);
+    TableReader top(root, "", display);
+    auto entries = parse_experiments(top, display, absolute_normal(file).parent_path());
+    top.finish();
+    for (auto& e : entries) e.origin = "defaults " + e.origin;
+    return entries;
+}
+
+RunConfig load_run_config(const fs::path& file, const LoadOptions& options) {
+    const std::string display = file.string();
+    const toml::table root = parse_toml_file(file);
+    RunConfig c;
+    c.source = absolute_normal(file);
+    const fs::path base = c.source.parent_path();
+
+    TableReader top(root, "", display);
+    const toml::table* model = top.table("model");
+    const toml::table* prompt = top.table("prompt");
+    const toml::table* generation = top.table("generation");
+    const toml::table* tracing = top.table("tracing");
+    const toml::table* output = top.table("output");
+    const toml::table* hooks = top.table("hooks");
+    std::vector<ExperimentEntry> own = parse_experiments(top, display, base);
+    top.finish();
+
+    if (!model) missing_table(display, "missing [model] (model.path is required)");
+    if (!prompt) missing_table(display, "missing [prompt] (prompt.text or prompt.file is required)");
+    c.model = parse_model(*model, display, base);
+    c.prompt = parse_prompt(*prompt, display, base);
+    if (generation) c.generation = parse_generation(*generation, display);
+    if (tracing) c.tracing = parse_tracing(*tracing, display, base);
+    if (output) c.output = parse_output(*output, display, base);
+    if (hooks) c.hooks = parse_hooks(*hooks, display);
+    if (c.output.dir.empty()) c.output.dir = base / "runs" / c.source.stem();
+    if (c.tracing.path.empty()) c.tracing.path = c.output.dir / "trace.jsonl";
+
+    if (options.defaults_file) c.experiments = load_defaults_file(*options.defaults_file);
+    for (auto& e : own) c.experiments.push_back(std::move(e));
+    std::size_t n = 0;
+    for (const auto& plugin : options.command_line_experiments) {
+        ExperimentEntry e;
+        e.plugin = absolute_normal(plugin);
+        e.base_dir = fs::current_path();
+        e.origin = fmt::format("--experiment {}", ++n);
+        c.experiments.push_back(std::move(e));
+    }
+    return c;
+}
+
+std::optional<fs::path> find_defaults_file() {
+    if (const char* env = std::getenv("EMBER_DEFAULTS"); env && *env) {
+        const fs::path p(env);
+        std::error_code ec;
+        if (!fs::is_regular_file(p, ec))
+            throw Error(fmt::format("{}: no such defaults file (named by $EMBER_DEFAULTS)", p.string()));
+        return p;
+    }
+    fs::path p;
+    if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) p = fs::path(xdg) / "ember" / "defaults.toml";
+    else if (const char* home = std::getenv("HOME"); home && *home) p = fs::path(home) / ".config" / "ember" / "defaults.toml";
+    else return std::nullopt;
+    std::error_code ec;
+    if (fs::is_regular_file(p, ec)) return p;
+    return std::nullopt;
+}
+
+boost::json::object to_json(const RunConfig& c) {
+    namespace json = boost::json;
+    json::object prompt;
+    if (c.prompt.text) prompt["text"] = *c.prompt.text;
+    if (c.prompt.file) prompt["file"] = c.prompt.file->string();
+    if (c.prompt.add_bos == AddBos::Auto) prompt["add_bos"] = "auto";
+    else prompt["add_bos"] = c.prompt.add_bos == AddBos::Yes;
+
+    json::array experiments;
+    for (const auto& e : c.experiments) {
+        experiments.push_back(json::object{
+            {"plugin", e.plugin.string()}, {"config", json::parse(e.config_json)}, {"base_dir", e.base_dir.string()}});
+    }
+    return json::object{
+        {"model",
+         {{"path", c.model.path.string()},
+          {"arch", c.model.arch},
+          {"route", c.model.route},
+          {"threads", c.model.threads},
+          {"ctx", c.model.ctx}}},
+        {"prompt", std::move(prompt)},
+        {"generation",
+         {{"max_tokens", c.generation.max_tokens},
+          {"temperature", c.generation.temperature},
+          {"top_k", c.generation.top_k},
+          {"top_p", c.generation.top_p},
+          {"seed", c.generation.seed}}},
+        {"tracing", {{"enabled", c.tracing.enabled}, {"path", c.tracing.path.string()}}},
+        {"output", {{"dir", c.output.dir.string()}}},
+        {"hooks", {{"failure", failure_policy_name(c.hooks.failure)}, {"timeout_ms", c.hooks.timeout_ms}}},
+        {"experiments", std::move(experiments)},
+    };
+}
+
+std::string canonical_json(const RunConfig& config) { return canonical_json(boost::json::value(to_json(config))); }
+
+std::string config_hash(const RunConfig& config) { return sha256_hex(canonical_json(config)); }
+
+}  // namespace ember::config

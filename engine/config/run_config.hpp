@@ -1,0 +1,105 @@
+// The run config: one TOML file saying what `ember run` does (docs/run-config.md lists
+// every key and default). Parsing is strict: an unknown key, a wrong type or a value out
+// of range is an ember::Error naming `file:line:column`. Paths are resolved against the
+// directory of the file that holds them and stored absolute.
+//
+// Experiments compose in a fixed order: the defaults file's [[experiment]] entries, then
+// the config's, then each --experiment from the command line.
+//
+// The config hash is the SHA-256 of canonical_json(): the parsed config with defaults
+// filled in, paths resolved and keys sorted, so configs that mean the same hash the same.
+#pragma once
+
+#include <boost/json/object.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ember::config {
+
+enum class FailurePolicy { Strict, FailOpen };
+enum class AddBos { Auto, Yes, No };
+
+struct ModelSection {
+    std::filesystem::path path;        // required
+    std::string arch = "auto";         // auto | llama | qwen3 | gemma4
+    std::string route = "reference";   // reference | fast
+    std::uint32_t threads = 0;         // 0 = every available core
+    std::uint32_t ctx = 0;             // context window in tokens; 0 = min(4096, the model's training context)
+};
+
+struct PromptSection {
+    std::optional<std::string> text;            // exactly one of text and file
+    std::optional<std::filesystem::path> file;
+    AddBos add_bos = AddBos::Auto;              // auto: as the model's tokenizer metadata says
+};
+
+struct GenerationSection {
+    std::uint32_t max_tokens = 32;
+    double temperature = 0.0;  // 0 = greedy
+    std::uint32_t top_k = 40;  // sampling: the K best tokens (0 = all)
+    double top_p = 0.95;       // sampling: the smallest set holding this probability mass (1 = all)
+    std::uint64_t seed = 42;
+};
+
+struct TracingSection {
+    bool enabled = false;
+    std::filesystem::path path;  // default: <output.dir>/trace.jsonl
+};
+
+// Where the run writes. Later extraction keys (stages, layers, positions, logits,
+// logit_lens) belong here too: add a field and one getter in parse_output().
+struct OutputSection {
+    std::filesystem::path dir;  // default: runs/<config file name without .toml>, beside the config
+};
+
+struct HooksSection {
+    FailurePolicy failure = FailurePolicy::Strict;
+    std::uint32_t timeout_ms = 0;  // 0 = no timeout
+};
+
+struct ExperimentEntry {
+    std::filesystem::path plugin;            // absolute
+    std::string config_json = "{}";          // the [experiment.config] table, canonical JSON
+    std::filesystem::path base_dir;          // relative paths inside config_json are relative to this
+    std::string origin;                      // where it was declared: "file:line" or "--experiment N"
+};
+
+struct RunConfig {
+    std::filesystem::path source;  // the config file, absolute
+    ModelSection model;
+    PromptSection prompt;
+    GenerationSection generation;
+    TracingSection tracing;
+    OutputSection output;
+    HooksSection hooks;
+    std::vector<ExperimentEntry> experiments;  // composed: defaults file, config, command line
+};
+
+struct LoadOptions {
+    // The defaults file to compose first (see find_defaults_file); none when empty.
+    std::optional<std::filesystem::path> defaults_file;
+    // --experiment plugins, resolved against the current directory.
+    std::vector<std::filesystem::path> command_line_experiments;
+};
+
+RunConfig load_run_config(const std::filesystem::path& file, const LoadOptions& options = {});
+
+// $EMBER_DEFAULTS when set (an error if that file does not exist), else
+// $XDG_CONFIG_HOME/ember/defaults.toml, else ~/.config/ember/defaults.toml, when present.
+std::optional<std::filesystem::path> find_defaults_file();
+
+// The [[experiment]] entries of a defaults file (it may hold nothing else).
+std::vector<ExperimentEntry> load_defaults_file(const std::filesystem::path& file);
+
+// The parsed config as JSON (defaults filled in, paths absolute); what run.json records.
+boost::json::object to_json(const RunConfig& config);
+std::string canonical_json(const RunConfig& config);
+std::string config_hash(const RunConfig& config);  // SHA-256 hex of canonical_json
+
+std::string_view failure_policy_name(FailurePolicy policy);  // "strict" | "fail_open"
+
+}  // namespace ember::config

@@ -1,0 +1,363 @@
+#include "experiments/experiment_runner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace ember::experiments {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::size_t index_of(StageId stage) { return static_cast<std::size_t>(stage); }
+
+std::uint32_t family_code(models::Family family) {
+    switch (family) {
+        case models::Family::Llama: return EMBER_FAMILY_LLAMA;
+        case models::Family::Qwen3: return EMBER_FAMILY_QWEN3;
+        case models::Family::Gemma4: return EMBER_FAMILY_GEMMA4;
+    }
+    return EMBER_FAMILY_LLAMA;
+}
+
+std::uint32_t stop_code(StopReason reason) {
+    switch (reason) {
+        case StopReason::MaxTokens: return EMBER_STOP_MAX_TOKENS;
+        case StopReason::EndOfGeneration: return EMBER_STOP_END_OF_GENERATION;
+        case StopReason::ContextFull: return EMBER_STOP_CONTEXT_FULL;
+    }
+    return EMBER_STOP_MAX_TOKENS;
+}
+
+std::string_view level_name(LogLevel level) {
+    switch (level) {
+        case LogLevel::Debug: return "debug";
+        case LogLevel::Info: return "info";
+        case LogLevel::Warning: return "warning";
+        case LogLevel::Error: return "error";
+    }
+    return "info";
+}
+
+}  // namespace
+
+std::string_view outcome_name(Outcome outcome) {
+    switch (outcome) {
+        case Outcome::Ok: return "ok";
+        case Outcome::Failed: return "failed";
+        case Outcome::Disabled: return "disabled";
+        case Outcome::NotRun: return "not_run";
+    }
+    return "unknown";
+}
+
+std::vector<ExperimentSpec> specs_from_config(const config::RunConfig& config) {
+    std::vector<ExperimentSpec> specs;
+    for (const auto& e : config.experiments) specs.push_back({e.plugin, e.config_json, e.base_dir, e.origin});
+    return specs;
+}
+
+// One experiment instance and everything the host keeps for it. Owned through a
+// unique_ptr so its address (the host_data of its services table) never moves.
+struct ExperimentRunner::Entry {
+    ExperimentRunner* runner = nullptr;
+    std::shared_ptr<const PluginLibrary> library;  // outlives `instance`
+    ExperimentSpec spec;
+    std::string base_dir;
+    ember_run_info run_info{};
+    ember_host_services services{};
+    void* instance = nullptr;
+    bool enabled = true;  // false once it failed under fail_open
+    Outcome outcome = Outcome::NotRun;
+    std::string failure;
+    std::array<StageTiming, kStageCount> timings{};
+    std::array<char, EMBER_ERROR_CAPACITY> error{};
+    bool error_dirty = false;
+
+    void destroy() {
+        if (instance) library->descriptor().destroy(instance);
+        instance = nullptr;
+    }
+    ~Entry() { destroy(); }
+};
+
+// Where a call happens, for the failure message.
+struct ExperimentRunner::Site {
+    StageId stage;
+    const hooks::EvalInfo* eval = nullptr;  // set for stages that carry a phase
+    bool has_layer = false;
+    std::uint32_t layer = 0;
+};
+
+ExperimentRunner::ExperimentRunner(const std::vector<ExperimentSpec>& specs, RunInfo run, RunnerOptions options)
+    : run_(std::move(run)), options_(std::move(options)) {
+    timeout_ns_ = static_cast<std::uint64_t>(options_.timeout_ms) * 1'000'000u;
+    // Every plugin loads before anything is created: a bad plugin is a configuration error.
+    std::vector<std::shared_ptr<const PluginLibrary>> libraries;
+    for (const auto& spec : specs) libraries.push_back(PluginLibrary::load(spec.plugin));
+
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+        auto e = std::make_unique<Entry>();
+        e->runner = this;
+        e->library = libraries[i];
+        e->spec = specs[i];
+        e->base_dir = specs[i].base_dir.string();
+        e->run_info = ember_run_info{sizeof(ember_run_info),
+                                     0,
+                                     run_.run_id.c_str(),
+                                     run_.output_dir.c_str(),
+                                     run_.model_path.c_str(),
+                                     run_.model_sha256.c_str(),
+                                     run_.route.c_str(),
+                                     run_.config_hash.c_str(),
+                                     e->base_dir.c_str(),
+                                     run_.prompt_token_ids.data(),
+                                     run_.prompt_token_ids.size()};
+        e->services = ember_host_services{sizeof(ember_host_services), EMBER_PLUGIN_ABI_MAJOR, EMBER_PLUGIN_ABI_MINOR,
+                                          0, e.get(), &ExperimentRunner::host_log, &e->run_info};
+        entries_.push_back(std::move(e));
+    }
+    try {
+        create_all();
+    } catch (...) {
+        finish();
+        throw;
+    }
+}
+
+ExperimentRunner::~ExperimentRunner() { finish(); }
+
+void ExperimentRunner::finish() {
+    for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) (*it)->destroy();
+}
+
+void ExperimentRunner::create_all() {
+    for (auto& entry : entries_) {
+        if (halted_) break;
+        Entry& e = *entry;
+        const auto create = e.library->descriptor().create;
+        e.outcome = Outcome::Ok;
+        call(e, Site{StageId::Create}, [&](ember_error_buffer& error) {
+            void* made = nullptr;
+            const ember_status status = create(e.spec.config_json.c_str(), &e.services, &made, &error);
+            if (status == EMBER_OK) e.instance = made;
+            return status;
+        });
+        if (!e.instance && e.enabled && e.outcome == Outcome::Ok)
+            fail(e, Site{StageId::Create}, "create succeeded but returned no instance");
+    }
+}
+
+template <class Call>
+void ExperimentRunner::call(Entry& e, const Site& site, Call&& invoke) {
+    // The buffer is cleared before each call. A plugin writes from byte 0, so a buffer
+    // whose first byte is still 0 after a call was not written and needs no memset.
+    if (e.error_dirty) std::memset(e.error.data(), 0, e.error.size());
+    ember_error_buffer buffer{e.error.data(), e.error.size()};
+    const auto start = Clock::now();
+    const ember_status status = invoke(buffer);
+    const auto ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+    e.error_dirty = e.error[0] != '\0';
+    StageTiming& t = e.timings[index_of(site.stage)];
+    ++t.calls;
+    t.total_ns += ns;
+    t.max_ns = std::max(t.max_ns, ns);
+    if (status == EMBER_OK && (timeout_ns_ == 0 || ns <= timeout_ns_)) return;
+
+    if (status != EMBER_OK) {
+        e.error.back() = '\0';
+        fail(e, site, e.error[0] != '\0' ? std::string_view(e.error.data()) : "failed without a message");
+    } else {
+        fail(e, site, fmt::format("returned after {:.1f} ms, over the {} ms timeout (hooks.timeout_ms)",
+                                  static_cast<double>(ns) / 1e6, options_.timeout_ms));
+    }
+}
+
+void ExperimentRunner::fail(Entry& e, const Site& site, std::string_view detail) {
+    std::string where;
+    if (site.eval && site.has_layer)
+        where = fmt::format(" (phase={}, layer={})", hooks::phase_name(site.eval->phase), site.layer);
+    else if (site.eval)
+        where = fmt::format(" (phase={})", hooks::phase_name(site.eval->phase));
+    const std::string message =
+        fmt::format("experiment '{}' failed in {}{}: {}", e.library->name(), stage_id_name(site.stage), where, detail);
+    failures_.push_back(message);
+    if (e.failure.empty()) e.failure = message;
+
+    if (site.stage == StageId::OnError) {
+        // The run is already failing: recorded after the original error, never replacing it.
+        if (e.outcome == Outcome::Ok) e.outcome = Outcome::Failed;
+        log(LogLevel::Warning, e.library->name(), message);
+        return;
+    }
+    if (options_.failure == config::FailurePolicy::FailOpen) {
+        e.enabled = false;
+        e.outcome = Outcome::Disabled;
+        log(LogLevel::Warning, e.library->name(), message + " (fail_open: not called again in this run)");
+        return;
+    }
+    e.outcome = Outcome::Failed;
+    notify_error(message);
+    throw ExperimentFailure(message, e.library->name(), site.stage);
+}
+
+void ExperimentRunner::notify_error(std::string_view message, std::optional<std::size_t> generated_tokens) {
+    halted_ = true;
+    if (error_notified_) return;
+    error_notified_ = true;
+    const std::string text(message);
+    const ember_generation_context context = generation_context(EMBER_STOP_ERROR, generated_tokens.value_or(last_step_));
+    for (auto& entry : entries_) {
+        Entry& e = *entry;
+        const auto on_error = e.library->descriptor().on_error;
+        if (!on_error || !e.instance || !e.enabled) continue;
+        call(e, Site{StageId::OnError},
+             [&](ember_error_buffer& error) { return on_error(e.instance, &context, text.c_str(), &error); });
+    }
+}
+
+void ExperimentRunner::on_model_loaded(const models::ModelConfig& model) {
+    if (halted_) return;
+    model_name_ = model.name;
+    model_context_ = ember_model_context{sizeof(ember_model_context), family_code(model.family), model_name_.c_str(),
+                                        model.n_layers, model.n_embd, model.n_vocab, 0};
+    model_loaded_ = true;
+    for (auto& entry : entries_) {
+        Entry& e = *entry;
+        const auto fn = e.library->descriptor().on_model_loaded;
+        if (!fn || !e.instance || !e.enabled) continue;
+        call(e, Site{StageId::OnModelLoaded},
+             [&](ember_error_buffer& error) { return fn(e.instance, &model_context_, &error); });
+    }
+}
+
+void ExperimentRunner::before_prefill(const hooks::EvalInfo& prefill) {
+    if (halted_) return;
+    started_ = true;
+    prefill_start_ = Clock::now();
+    prompt_tokens_ = prefill.n_tokens;
+    const ember_execution_context context = execution_context(prefill);
+    for (auto& entry : entries_) {
+        Entry& e = *entry;
+        const auto fn = e.library->descriptor().before_prefill;
+        if (!fn || !e.instance || !e.enabled) continue;
+        call(e, Site{StageId::BeforePrefill, &prefill},
+             [&](ember_error_buffer& error) { return fn(e.instance, &context, &error); });
+    }
+}
+
+ember_execution_context ExperimentRunner::execution_context(const hooks::EvalInfo& eval) const {
+    return ember_execution_context{sizeof(ember_execution_context),
+                                   eval.phase == hooks::Phase::Prefill ? EMBER_PHASE_PREFILL : EMBER_PHASE_DECODE,
+                                   eval.start_position,
+                                   eval.n_tokens,
+                                   eval.tracing ? EMBER_TRACING_ENABLED : EMBER_TRACING_DISABLED,
+                                   0,
+                                   &model_context_};
+}
+
+ember_generation_context ExperimentRunner::generation_context(std::uint32_t stop_reason, std::size_t generated) const {
+    const std::size_t prompt_tokens = started_ ? prompt_tokens_ : run_.prompt_token_ids.size();
+    return ember_generation_context{sizeof(ember_generation_context),
+                                    stop_reason,
+                                    generated,
+                                    prompt_tokens,
+                                    run_.run_id.c_str(),
+                                    elapsed_ms(),
+                                    model_loaded_ ? &model_context_ : nullptr};
+}
+
+double ExperimentRunner::elapsed_ms() const {
+    if (!started_) return 0.0;
+    return std::chrono::duration<double, std::milli>(Clock::now() - prefill_start_).count();
+}
+
+void ExperimentRunner::layer_stage(StageId stage, ember_layer_stage_fn ember_plugin_descriptor::*field,
+                                   const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView view) {
+    if (halted_) return;
+    last_step_ = eval.step;
+    const ember_execution_context execution = execution_context(eval);
+    const ember_layer_context context{sizeof(ember_layer_context), layer, &execution};
+    const Site site{stage, &eval, true, layer};
+    for (auto& entry : entries_) {
+        Entry& e = *entry;
+        const ember_layer_stage_fn fn = e.library->descriptor().*field;
+        if (!fn || !e.instance || !e.enabled) continue;
+        ember_tensor tensor{view.data, view.rows, view.cols, EMBER_DTYPE_F32, 0};
+        call(e, site, [&](ember_error_buffer& error) { return fn(e.instance, &context, &tensor, &error); });
+    }
+}
+
+void ExperimentRunner::logits_stage(StageId stage, ember_logits_stage_fn ember_plugin_descriptor::*field,
+                                    const hooks::EvalInfo& eval, hooks::TensorView view) {
+    if (halted_) return;
+    last_step_ = eval.step;
+    const ember_execution_context context = execution_context(eval);
+    const Site site{stage, &eval};
+    for (auto& entry : entries_) {
+        Entry& e = *entry;
+        const ember_logits_stage_fn fn = e.library->descriptor().*field;
+        if (!fn || !e.instance || !e.enabled) continue;
+        ember_tensor tensor{view.data, view.rows, view.cols, EMBER_DTYPE_F32, 0};
+        call(e, site, [&](ember_error_buffer& error) { return fn(e.instance, &context, &tensor, &error); });
+    }
+}
+
+void ExperimentRunner::before_layer(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView hidden) {
+    layer_stage(StageId::BeforeLayer, &ember_plugin_descriptor::before_layer, eval, layer, hidden);
+}
+void ExperimentRunner::after_attention(const hooks::EvalInfo& eval, std::uint32_t layer,
+                                       hooks::TensorView attention_output) {
+    layer_stage(StageId::AfterAttention, &ember_plugin_descriptor::after_attention, eval, layer, attention_output);
+}
+void ExperimentRunner::after_mlp(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView mlp_output) {
+    layer_stage(StageId::AfterMlp, &ember_plugin_descriptor::after_mlp, eval, layer, mlp_output);
+}
+void ExperimentRunner::after_layer(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView hidden) {
+    layer_stage(StageId::AfterLayer, &ember_plugin_descriptor::after_layer, eval, layer, hidden);
+}
+void ExperimentRunner::before_logits(const hooks::EvalInfo& eval, hooks::TensorView hidden) {
+    logits_stage(StageId::BeforeLogits, &ember_plugin_descriptor::before_logits, eval, hidden);
+}
+void ExperimentRunner::after_logits(const hooks::EvalInfo& eval, hooks::TensorView logits) {
+    logits_stage(StageId::AfterLogits, &ember_plugin_descriptor::after_logits, eval, logits);
+}
+
+void ExperimentRunner::on_generation_complete(std::size_t generated_tokens, StopReason reason) {
+    if (halted_) return;
+    const ember_generation_context context = generation_context(stop_code(reason), generated_tokens);
+    for (auto& entry : entries_) {
+        Entry& e = *entry;
+        const auto fn = e.library->descriptor().on_generation_complete;
+        if (!fn || !e.instance || !e.enabled) continue;
+        call(e, Site{StageId::OnGenerationComplete},
+             [&](ember_error_buffer& error) { return fn(e.instance, &context, &error); });
+    }
+}
+
+std::vector<ExperimentRecord> ExperimentRunner::records() const {
+    std::vector<ExperimentRecord> out;
+    for (const auto& e : entries_) out.push_back({e->library, e->spec, e->outcome, e->failure, e->timings});
+    return out;
+}
+
+void ExperimentRunner::log(LogLevel level, std::string_view experiment, std::string_view message) const {
+    if (options_.log) {
+        options_.log(level, experiment, message);
+        return;
+    }
+    fmt::print(stderr, "[{}] {}: {}\n", experiment, level_name(level), message);
+}
+
+void ExperimentRunner::host_log(void* host_data, std::uint32_t level, const char* message) noexcept {
+    try {
+        const auto* e = static_cast<const Entry*>(host_data);
+        const LogLevel l = level <= EMBER_LOG_ERROR ? static_cast<LogLevel>(level) : LogLevel::Error;
+        e->runner->log(l, e->library->name(), message ? message : "");
+    } catch (...) {
+        // A log line is never worth crashing the plugin's call over.
+    }
+}
+
+}  // namespace ember::experiments

@@ -1,0 +1,196 @@
+// ExperimentRunner: the loaded experiments of one run, behind hooks::ActiveHooks.
+//
+// The generation loop drives it in this order (the family code calls the tensor stages):
+//
+//   ExperimentRunner runner(specs, run_info, options); // loads every plugin, then creates
+//                                                      // one instance per spec, in order
+//   runner.on_model_loaded(model_config);
+//   runner.before_prefill(prefill_eval);
+//   forward(prefill_eval, runner);                     // before_layer ... after_logits
+//   for each decode step: forward(decode_eval, runner);
+//   runner.on_generation_complete(generated, stop_reason);
+//   ...and on any exception on the way: runner.notify_error(e.what()); then rethrow.
+//   runner.finish();                                   // destroys the instances (the
+//                                                      // destructor does it too)
+//
+// At every stage the experiments run in composition order and each sees the previous
+// one's writes (they share the engine's buffer). A stage a plugin does not implement is
+// skipped. A failure is a non-OK status, or a call that returns after timeout_ms; its
+// message reads exactly
+//   experiment 'NAME' failed in STAGE (phase=decode, layer=7): MESSAGE
+// (create / on_model_loaded / on_generation_complete / on_error carry no parenthesis,
+// before_prefill and the logits stages carry only the phase).
+// - strict: on_error is told (once, by every experiment still enabled), then
+//   ExperimentFailure is thrown; no later stage runs, on_generation_complete is not called.
+// - fail_open: the failure is logged and recorded; that experiment is never called again.
+// In both, the first failure stays first: later ones (an on_error failing, say) are
+// recorded after it and never replace it.
+//
+// Plugin load errors (missing file, no entry symbol, wrong ABI) are ember::Error and stop
+// the run whatever the policy. The tensor-stage dispatch allocates nothing.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.hpp"
+#include "config/run_config.hpp"
+#include "ember/plugin.h"
+#include "experiments/plugin_library.hpp"
+#include "hooks/hooks.hpp"
+#include "models/model_config.hpp"
+
+namespace ember::experiments {
+
+// What the host tells every experiment about the run (ember_run_info).
+struct RunInfo {
+    std::string run_id;
+    std::string output_dir;
+    std::string model_path;
+    std::string model_sha256;
+    std::string route;
+    std::string config_hash;
+    std::vector<std::uint32_t> prompt_token_ids;
+};
+
+struct ExperimentSpec {
+    std::filesystem::path plugin;
+    std::string config_json = "{}";  // the [experiment.config] table as JSON text
+    std::filesystem::path base_dir;  // relative paths inside the config are relative to it
+    std::string origin;              // where it was declared, for messages and run.json
+};
+
+// Builds the specs from a parsed run config (same order).
+std::vector<ExperimentSpec> specs_from_config(const config::RunConfig& config);
+
+enum class LogLevel { Debug, Info, Warning, Error };
+// Receives plugin log lines and the runner's own warnings (fail_open failures).
+using LogSink = std::function<void(LogLevel level, std::string_view experiment, std::string_view message)>;
+
+struct RunnerOptions {
+    config::FailurePolicy failure = config::FailurePolicy::Strict;
+    std::uint32_t timeout_ms = 0;  // 0 = no timeout
+    LogSink log;                   // empty: lines go to stderr as "[NAME] level: message"
+};
+
+enum class StopReason { MaxTokens, EndOfGeneration, ContextFull };
+
+// A strict-policy failure: the run stops. what() is the exact failure message.
+class ExperimentFailure : public Error {
+public:
+    ExperimentFailure(const std::string& message, std::string experiment, StageId stage)
+        : Error(message), experiment_(std::move(experiment)), stage_(stage) {}
+    const std::string& experiment() const { return experiment_; }
+    StageId stage() const { return stage_; }
+
+private:
+    std::string experiment_;
+    StageId stage_;
+};
+
+enum class Outcome {
+    Ok,        // every call it received succeeded
+    Failed,    // it failed under the strict policy and stopped the run
+    Disabled,  // it failed under fail_open and was not called again
+    NotRun,    // never created: the run stopped before its turn
+};
+std::string_view outcome_name(Outcome outcome);  // "ok", "failed", "disabled", "not_run"
+
+struct StageTiming {
+    std::uint64_t calls = 0;
+    std::uint64_t total_ns = 0;
+    std::uint64_t max_ns = 0;
+};
+
+// What run.json records about one experiment.
+struct ExperimentRecord {
+    std::shared_ptr<const PluginLibrary> library;
+    ExperimentSpec spec;
+    Outcome outcome = Outcome::NotRun;
+    std::string failure;  // the full failure message; empty when it never failed
+    std::array<StageTiming, kStageCount> timings{};  // indexed by StageId
+};
+
+class ExperimentRunner final : public hooks::ActiveHooks {
+public:
+    // Loads every plugin first (any load error throws ember::Error before anything is
+    // created), then creates the instances in order. A failing create follows the policy:
+    // strict throws ExperimentFailure (instances already made are told on_error and
+    // destroyed).
+    ExperimentRunner(const std::vector<ExperimentSpec>& specs, RunInfo run, RunnerOptions options);
+    ~ExperimentRunner() override;
+    ExperimentRunner(const ExperimentRunner&) = delete;
+    ExperimentRunner& operator=(const ExperimentRunner&) = delete;
+
+    void on_model_loaded(const models::ModelConfig& model);
+    void before_prefill(const hooks::EvalInfo& prefill);
+
+    void before_layer(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView hidden) override;
+    void after_attention(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView attention_output) override;
+    void after_mlp(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView mlp_output) override;
+    void after_layer(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView hidden) override;
+    void before_logits(const hooks::EvalInfo& eval, hooks::TensorView hidden) override;
+    void after_logits(const hooks::EvalInfo& eval, hooks::TensorView logits) override;
+
+    void on_generation_complete(std::size_t generated_tokens, StopReason reason);
+
+    // The run failed (for any reason): tells on_error to every experiment still enabled,
+    // the first time only; later calls do nothing. The runner calls it itself before
+    // throwing a strict failure. `generated_tokens` defaults to the tokens generated so
+    // far as the runner saw them (the decode step of the last evaluation).
+    void notify_error(std::string_view message, std::optional<std::size_t> generated_tokens = std::nullopt);
+
+    // Destroys every instance (in reverse creation order); idempotent.
+    void finish();
+
+    // True once the run failed (a strict failure, or notify_error).
+    bool halted() const { return halted_; }
+    // Every failure message in the order they happened; front() is the first.
+    const std::vector<std::string>& failures() const { return failures_; }
+    std::vector<ExperimentRecord> records() const;
+    const RunnerOptions& options() const { return options_; }
+
+private:
+    struct Entry;
+    struct Site;
+
+    void create_all();
+    void layer_stage(StageId stage, ember_layer_stage_fn ember_plugin_descriptor::*field, const hooks::EvalInfo& eval,
+                     std::uint32_t layer, hooks::TensorView view);
+    void logits_stage(StageId stage, ember_logits_stage_fn ember_plugin_descriptor::*field,
+                      const hooks::EvalInfo& eval, hooks::TensorView view);
+    template <class Call>
+    void call(Entry& entry, const Site& site, Call&& call);
+    void fail(Entry& entry, const Site& site, std::string_view detail);
+    ember_execution_context execution_context(const hooks::EvalInfo& eval) const;
+    ember_generation_context generation_context(std::uint32_t stop_reason, std::size_t generated) const;
+    double elapsed_ms() const;
+    void log(LogLevel level, std::string_view experiment, std::string_view message) const;
+    static void host_log(void* host_data, std::uint32_t level, const char* message) noexcept;
+
+    RunInfo run_;
+    RunnerOptions options_;
+    std::uint64_t timeout_ns_ = 0;
+    std::vector<std::unique_ptr<Entry>> entries_;
+    std::vector<std::string> failures_;
+
+    ember_model_context model_context_{};
+    std::string model_name_;
+    bool model_loaded_ = false;
+    bool halted_ = false;
+    bool error_notified_ = false;
+    bool started_ = false;
+    std::chrono::steady_clock::time_point prefill_start_{};
+    std::size_t prompt_tokens_ = 0;
+    std::size_t last_step_ = 0;
+};
+
+}  // namespace ember::experiments

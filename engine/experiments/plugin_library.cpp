@@ -1,0 +1,140 @@
+#include "experiments/plugin_library.hpp"
+
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <cstring>
+#include <system_error>
+
+#include "common/error.hpp"
+
+namespace ember::experiments {
+namespace {
+
+// ABI 1.0 cannot work without these: the block, the three strings, create and destroy.
+constexpr std::size_t kMinimumDescriptorSize =
+    offsetof(ember_plugin_descriptor, destroy) + sizeof(ember_plugin_descriptor::destroy);
+
+// A string from the descriptor, read with a bound so a missing terminator cannot run away.
+std::string bounded_string(const char* text, std::size_t limit) {
+    if (!text) return {};
+    return std::string(text, ::strnlen(text, limit));
+}
+
+}  // namespace
+
+std::string_view stage_id_name(StageId stage) {
+    switch (stage) {
+        case StageId::Create: return "create";
+        case StageId::OnModelLoaded: return "on_model_loaded";
+        case StageId::BeforePrefill: return "before_prefill";
+        case StageId::BeforeLayer: return "before_layer";
+        case StageId::AfterAttention: return "after_attention";
+        case StageId::AfterMlp: return "after_mlp";
+        case StageId::AfterLayer: return "after_layer";
+        case StageId::BeforeLogits: return "before_logits";
+        case StageId::AfterLogits: return "after_logits";
+        case StageId::OnGenerationComplete: return "on_generation_complete";
+        case StageId::OnError: return "on_error";
+    }
+    return "unknown";
+}
+
+bool is_valid_plugin_name(std::string_view name) {
+    if (name.empty() || name.size() > 63) return false;
+    for (char c : name) {
+        const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+        if (!ok) return false;
+    }
+    return true;
+}
+
+std::shared_ptr<const PluginLibrary> PluginLibrary::load(const std::filesystem::path& path) {
+    std::shared_ptr<PluginLibrary> plugin(new PluginLibrary());
+    std::error_code ec;
+    plugin->path_ = std::filesystem::absolute(path, ec).lexically_normal();
+    if (ec) plugin->path_ = path;
+    const std::string where = fmt::format("plugin '{}'", plugin->path_.string());
+
+    if (!std::filesystem::exists(plugin->path_, ec)) throw Error(fmt::format("{}: no such file", where));
+    if (!std::filesystem::is_regular_file(plugin->path_, ec)) throw Error(fmt::format("{}: not a regular file", where));
+
+    try {
+        plugin->library_.load(plugin->path_, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+    } catch (const std::exception& e) {
+        throw Error(fmt::format("{} cannot be loaded: {}", where, e.what()));
+    }
+    if (!plugin->library_.has(EMBER_PLUGIN_ENTRY_SYMBOL)) {
+        throw Error(fmt::format(
+            "{} does not export {} (not an Ember plugin? C++ plugins export it with EMBER_EXPORT_EXPERIMENT)", where,
+            EMBER_PLUGIN_ENTRY_SYMBOL));
+    }
+    auto& entry = plugin->library_.get<const ember_plugin_descriptor*()>(EMBER_PLUGIN_ENTRY_SYMBOL);
+    const ember_plugin_descriptor* theirs = entry();
+    if (!theirs) throw Error(fmt::format("{}: {} returned no descriptor", where, EMBER_PLUGIN_ENTRY_SYMBOL));
+
+    // The ABI block never changes shape, so it is safe to read whatever the version.
+    const ember_abi_header abi = theirs->abi;
+    if (abi.magic != EMBER_PLUGIN_MAGIC) {
+        throw Error(fmt::format("{}: descriptor magic {:#010x} is not Ember's {:#010x} (not an Ember plugin)", where,
+                                abi.magic, EMBER_PLUGIN_MAGIC));
+    }
+    if (abi.abi_major != EMBER_PLUGIN_ABI_MAJOR) {
+        throw Error(fmt::format("{} was built for plugin ABI {}.{}, but this ember implements ABI {}.{}; rebuild it "
+                                "against this ember's plugin SDK",
+                                where, abi.abi_major, abi.abi_minor, EMBER_PLUGIN_ABI_MAJOR, EMBER_PLUGIN_ABI_MINOR));
+    }
+    if (abi.struct_size < kMinimumDescriptorSize) {
+        throw Error(fmt::format("{}: descriptor declares {} bytes, fewer than ABI {}'s required {}", where,
+                                abi.struct_size, EMBER_PLUGIN_ABI_MAJOR, kMinimumDescriptorSize));
+    }
+
+    // Only the fields within the plugin's declared size; the rest of ours stays null.
+    std::memcpy(&plugin->descriptor_, theirs, std::min<std::size_t>(abi.struct_size, sizeof(ember_plugin_descriptor)));
+    plugin->abi_major_ = abi.abi_major;
+    plugin->abi_minor_ = abi.abi_minor;
+    plugin->declared_size_ = abi.struct_size;
+
+    const ember_plugin_descriptor& d = plugin->descriptor_;
+    plugin->name_ = bounded_string(d.name, 64);
+    if (!is_valid_plugin_name(plugin->name_)) {
+        throw Error(fmt::format("{}: descriptor name '{}' is not 1-63 characters of [a-z0-9._-]", where,
+                                plugin->name_));
+    }
+    plugin->version_ = bounded_string(d.version, 256);
+    plugin->description_ = bounded_string(d.description, 4096);
+    if (!d.create || !d.destroy) {
+        throw Error(fmt::format("{} ('{}'): descriptor has no {} function", where, plugin->name_,
+                                d.create ? "destroy" : "create"));
+    }
+    return plugin;
+}
+
+bool PluginLibrary::implements(StageId stage) const {
+    const ember_plugin_descriptor& d = descriptor_;
+    switch (stage) {
+        case StageId::Create: return d.create != nullptr;
+        case StageId::OnModelLoaded: return d.on_model_loaded != nullptr;
+        case StageId::BeforePrefill: return d.before_prefill != nullptr;
+        case StageId::BeforeLayer: return d.before_layer != nullptr;
+        case StageId::AfterAttention: return d.after_attention != nullptr;
+        case StageId::AfterMlp: return d.after_mlp != nullptr;
+        case StageId::AfterLayer: return d.after_layer != nullptr;
+        case StageId::BeforeLogits: return d.before_logits != nullptr;
+        case StageId::AfterLogits: return d.after_logits != nullptr;
+        case StageId::OnGenerationComplete: return d.on_generation_complete != nullptr;
+        case StageId::OnError: return d.on_error != nullptr;
+    }
+    return false;
+}
+
+std::vector<StageId> PluginLibrary::implemented_stages() const {
+    std::vector<StageId> out;
+    for (std::size_t i = 1; i < kStageCount; ++i) {
+        const auto stage = static_cast<StageId>(i);
+        if (implements(stage)) out.push_back(stage);
+    }
+    return out;
+}
+
+}  // namespace ember::experiments

@@ -1,0 +1,76 @@
+// ablate: zero or scale one stage's activations at chosen layers, positions and phases.
+//
+//   [[experiment]]
+//   plugin = "build/plugins/libablate.so"
+//   [experiment.config]
+//   stage = "after_mlp"        # required: where to ablate
+//   layers = [1]               # or "all" (default)
+//   positions = "all"          # or "last", or [0, 3]
+//   phase = "all"              # or "prefill", "decode"
+//   mode = "zero"              # or "scale" (then scale = 0.5)
+#include <ember/experiment.hpp>
+
+#include "common/selection.hpp"
+
+namespace {
+
+using ember_plugins::Selection;
+using ember_plugins::Stage;
+
+class Ablate : public ember::Experiment {
+public:
+    explicit Ablate(const ember::ExperimentConfig& config) : selection_(config, {}) {
+        config.expect_only({"stage", "stages", "layers", "positions", "phase", "mode", "scale"});
+        const std::string mode = config.get_string("mode", "zero");
+        if (mode == "scale") {
+            if (!config.has("scale")) throw ember::ConfigError("mode = \"scale\" needs config key 'scale'");
+            scale_ = static_cast<float>(config.get_double("scale", 1.0));
+            zero_ = false;
+        } else if (mode == "zero") {
+            if (config.has("scale")) throw ember::ConfigError("config key 'scale' applies only with mode = \"scale\"");
+        } else {
+            throw ember::ConfigError("config key 'mode' must be \"zero\" or \"scale\"");
+        }
+    }
+
+    const char* name() const override { return "ablate"; }
+
+    ember::Status on_model_loaded(const ember::ModelContext& model) override { return selection_.check_layers(model); }
+
+    ember::Status before_layer(const ember::LayerContext& c, ember::TensorAccess& t) override {
+        return apply(Stage::BeforeLayer, c, c.layer_index, t);
+    }
+    ember::Status after_attention(const ember::LayerContext& c, ember::TensorAccess& t) override {
+        return apply(Stage::AfterAttention, c, c.layer_index, t);
+    }
+    ember::Status after_mlp(const ember::LayerContext& c, ember::TensorAccess& t) override {
+        return apply(Stage::AfterMlp, c, c.layer_index, t);
+    }
+    ember::Status after_layer(const ember::LayerContext& c, ember::TensorAccess& t) override {
+        return apply(Stage::AfterLayer, c, c.layer_index, t);
+    }
+    ember::Status before_logits(const ember::ExecutionContext& c, ember::TensorAccess& t) override {
+        return apply(Stage::BeforeLogits, c, std::nullopt, t);
+    }
+    ember::Status after_logits(const ember::ExecutionContext& c, ember::TensorAccess& t) override {
+        return apply(Stage::AfterLogits, c, std::nullopt, t);
+    }
+
+private:
+    ember::Status apply(Stage stage, const ember::ExecutionContext& ctx, std::optional<std::size_t> layer,
+                        ember::TensorAccess& tensor) {
+        if (!selection_.wants(stage, ctx, layer)) return {};
+        selection_.for_each_row(ctx, tensor, [&](std::size_t row, std::size_t) {
+            for (float& v : tensor.row_mut(row)) v = zero_ ? 0.0f : v * scale_;
+        });
+        return {};
+    }
+
+    Selection selection_;
+    bool zero_ = true;
+    float scale_ = 1.0f;
+};
+
+}  // namespace
+
+EMBER_EXPORT_EXPERIMENT(Ablate, "ablate", "1.0.0", "zero or scale a stage's activations at chosen layers and positions")

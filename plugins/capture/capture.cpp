@@ -1,0 +1,174 @@
+// capture: saves chosen activations as .npy files (float32, C order) in the run's output
+// directory, with a manifest.json recording the run (model sha256, route, config hash,
+// prompt token ids) and, for every array, its stage, layer, phase and token positions.
+//
+//   [[experiment]]
+//   plugin = "build/plugins/libcapture.so"
+//   [experiment.config]
+//   stages = ["after_layer"]   # default ["after_layer"]
+//   layers = "all"             # or [0, 3]
+//   positions = "all"          # or "last", or [0, 3]
+//   phase = "all"              # or "prefill", "decode"
+//   dir = "capture"            # inside the run's output directory (default "capture")
+//
+// One array per (stage, layer, phase): rows are the selected positions in the order they
+// were computed (prefill: the prompt's; decode: one row per step). Files are written
+// when the generation completes (manifest "complete": true) or when the run fails
+// (whatever was captured, "complete": false); each file is written to a temporary name
+// and renamed, the manifest last.
+#include <ember/experiment.hpp>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/json_text.hpp"
+#include "common/npy.hpp"
+#include "common/selection.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using ember_plugins::Selection;
+using ember_plugins::Stage;
+
+const char* family_name(ember::ModelFamily f) {
+    switch (f) {
+        case ember::ModelFamily::Llama: return "llama";
+        case ember::ModelFamily::Qwen3: return "qwen3";
+        case ember::ModelFamily::Gemma4: return "gemma4";
+    }
+    return "unknown";
+}
+
+// The captured rows of one (stage, layer, phase).
+struct Series {
+    Stage stage;
+    std::optional<std::size_t> layer;
+    ember::ExecutionPhase phase;
+    std::size_t cols = 0;
+    std::vector<std::size_t> positions;
+    std::vector<float> values;  // [positions.size(), cols]
+
+    std::string file_name() const {
+        std::string name = ember_plugins::stage_name(stage);
+        if (layer) name += ".layer" + std::to_string(*layer);
+        return name + "." + std::string(ember::phase_name(phase)) + ".npy";
+    }
+};
+
+class Capture : public ember::Experiment {
+public:
+    explicit Capture(const ember::ExperimentConfig& config) : selection_(config, {Stage::AfterLayer}) {
+        config.expect_only({"stage", "stages", "layers", "positions", "phase", "dir"});
+        const ember::RunInfo info = ember::host().run_info();
+        if (info.output_dir.empty()) throw std::runtime_error("capture needs the run's output directory; the host gave none");
+        const fs::path dir(config.get_string("dir", "capture"));
+        dir_ = dir.is_absolute() ? dir : fs::path(std::string(info.output_dir)) / dir;
+        run_id_ = info.run_id;
+        model_path_ = info.model_path;
+        model_sha256_ = info.model_sha256;
+        route_ = info.route;
+        config_hash_ = info.config_hash;
+        prompt_token_ids_.assign(info.prompt_token_ids.begin(), info.prompt_token_ids.end());
+    }
+
+    const char* name() const override { return "capture"; }
+
+    ember::Status on_model_loaded(const ember::ModelContext& model) override {
+        model_ = "{\"family\": " + ember_plugins::json_string(family_name(model.family)) +
+                 ", \"name\": " + ember_plugins::json_string(model.model_name) +
+                 ", \"n_layers\": " + std::to_string(model.n_layers) + ", \"n_embd\": " + std::to_string(model.n_embd) +
+                 ", \"n_vocab\": " + std::to_string(model.n_vocab) + "}";
+        return selection_.check_layers(model);
+    }
+
+    ember::Status before_layer(const ember::LayerContext& c, ember::TensorAccess& t) override {
+        return record(Stage::BeforeLayer, c, c.layer_index, t);
+    }
+    ember::Status after_attention(const ember::LayerContext& c, ember::TensorAccess& t) override {
+        return record(Stage::AfterAttention, c, c.layer_index, t);
+    }
+    ember::Status after_mlp(const ember::LayerContext& c, ember::TensorAccess& t) override {
+        return record(Stage::AfterMlp, c, c.layer_index, t);
+    }
+    ember::Status after_layer(const ember::LayerContext& c, ember::TensorAccess& t) override {
+        return record(Stage::AfterLayer, c, c.layer_index, t);
+    }
+    ember::Status before_logits(const ember::ExecutionContext& c, ember::TensorAccess& t) override {
+        return record(Stage::BeforeLogits, c, std::nullopt, t);
+    }
+    ember::Status after_logits(const ember::ExecutionContext& c, ember::TensorAccess& t) override {
+        return record(Stage::AfterLogits, c, std::nullopt, t);
+    }
+
+    ember::Status on_generation_complete(const ember::GenerationContext&) override {
+        write(true, "");
+        return {};
+    }
+    ember::Status on_error(const ember::GenerationContext&, std::string_view message) override {
+        write(false, message);
+        return {};
+    }
+
+private:
+    ember::Status record(Stage stage, const ember::ExecutionContext& ctx, std::optional<std::size_t> layer,
+                         const ember::TensorAccess& tensor) {
+        if (!selection_.wants(stage, ctx, layer)) return {};
+        const auto key = std::make_tuple(static_cast<int>(stage), layer ? static_cast<long>(*layer) : -1L,
+                                         static_cast<int>(ctx.phase));
+        auto [it, fresh] = series_.try_emplace(key, Series{stage, layer, ctx.phase, 0, {}, {}});
+        Series& s = it->second;
+        if (fresh) s.cols = tensor.shape()[1];
+        if (s.cols != tensor.shape()[1])
+            return ember::Status::error("activation width changed from " + std::to_string(s.cols) + " to " +
+                                        std::to_string(tensor.shape()[1]));
+        selection_.for_each_row(ctx, tensor, [&](std::size_t row, std::size_t position) {
+            const auto values = tensor.row(row);
+            s.values.insert(s.values.end(), values.begin(), values.end());
+            s.positions.push_back(position);
+        });
+        return {};
+    }
+
+    void write(bool complete, std::string_view error) const {
+        fs::create_directories(dir_);
+        std::string arrays;
+        for (const auto& [key, s] : series_) {
+            const std::size_t rows = s.positions.size();
+            ember_plugins::write_npy_f32(dir_ / s.file_name(), s.values.data(), {rows, s.cols});
+            arrays += std::string(arrays.empty() ? "\n    " : ",\n    ") +
+                      "{\"file\": " + ember_plugins::json_string(s.file_name()) +
+                      ", \"stage\": " + ember_plugins::json_string(ember_plugins::stage_name(s.stage)) +
+                      ", \"layer\": " + (s.layer ? std::to_string(*s.layer) : "null") +
+                      ", \"phase\": " + ember_plugins::json_string(ember::phase_name(s.phase)) +
+                      ", \"positions\": " + ember_plugins::json_int_array(s.positions) + ", \"shape\": [" +
+                      std::to_string(rows) + ", " + std::to_string(s.cols) + "], \"dtype\": \"float32\"}";
+        }
+        using ember_plugins::json_string;
+        const std::string manifest =
+            "{\n  \"schema_version\": 1,\n  \"kind\": \"ember.capture\",\n  \"complete\": " +
+            std::string(complete ? "true" : "false") +
+            (complete ? "" : ",\n  \"error\": " + json_string(error)) + ",\n  \"run\": {\"run_id\": " +
+            json_string(run_id_) + ", \"model_path\": " + json_string(model_path_) +
+            ", \"model_sha256\": " + json_string(model_sha256_) + ", \"route\": " + json_string(route_) +
+            ", \"config_hash\": " + json_string(config_hash_) +
+            ", \"prompt_token_ids\": " + ember_plugins::json_int_array(prompt_token_ids_) + "},\n  \"model\": " +
+            (model_.empty() ? "null" : model_) + ",\n  \"arrays\": [" + arrays + (arrays.empty() ? "" : "\n  ") +
+            "]\n}\n";
+        ember_plugins::write_file_atomically(dir_ / "manifest.json", manifest, nullptr, 0);
+    }
+
+    Selection selection_;
+    fs::path dir_;
+    std::string run_id_, model_path_, model_sha256_, route_, config_hash_;
+    std::vector<std::uint32_t> prompt_token_ids_;
+    std::string model_;
+    std::map<std::tuple<int, long, int>, Series> series_;
+};
+
+}  // namespace
+
+EMBER_EXPORT_EXPERIMENT(Capture, "capture", "1.0.0", "save chosen activations as .npy files with a manifest")

@@ -1,0 +1,46 @@
+// Writing JSON text by hand for the built-ins' manifests (they cannot link a JSON library).
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+namespace ember_plugins {
+
+// `text` as a JSON string literal, quotes included.
+inline std::string json_string(std::string_view text) {
+    std::string out = "\"";
+    for (char c : text) {
+        switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\r': out += "\\r"; break;
+            case '\t': out += "\\t"; break;
+            default:
+                if (static_cast<unsigned char>(c) < 0x20) {
+                    char buf[8];
+                    std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+                    out += buf;
+                } else {
+                    out += c;
+                }
+        }
+    }
+    return out + "\"";
+}
+
+// A list of integers as a JSON array.
+template <class Range>
+std::string json_int_array(const Range& values) {
+    std::string out = "[";
+    bool first = true;
+    for (auto v : values) {
+        if (!first) out += ", ";
+        out += std::to_string(v);
+        first = false;
+    }
+    return out + "]";
+}
+
+}  // namespace ember_plugins

@@ -1,0 +1,77 @@
+// finite-check: fails the stage where a NaN or an infinity first appears.
+//
+//   [[experiment]]
+//   plugin = "build/plugins/libfinite-check.so"
+//   [experiment.config]
+//   stages = ["after_attention", "after_mlp"]   # default: all six tensor stages
+//   layers = "all"                               # or [0, 1]
+//   phase = "all"                                # or "prefill", "decode"
+//
+// The message names the first bad value in row-major order:
+//   expected a finite activation, found nan at position 5 (row 5), column 17
+#include <ember/experiment.hpp>
+
+#include <cmath>
+#include <string>
+
+#include "common/selection.hpp"
+
+namespace {
+
+using ember_plugins::Selection;
+using ember_plugins::Stage;
+
+class FiniteCheck : public ember::Experiment {
+public:
+    explicit FiniteCheck(const ember::ExperimentConfig& config)
+        : selection_(config, {ember_plugins::kAllStages.begin(), ember_plugins::kAllStages.end()}) {
+        config.expect_only({"stage", "stages", "layers", "phase"});
+    }
+
+    const char* name() const override { return "finite-check"; }
+
+    ember::Status on_model_loaded(const ember::ModelContext& model) override { return selection_.check_layers(model); }
+
+    ember::Status before_layer(const ember::LayerContext& c, ember::TensorAccess& t) override {
+        return check(Stage::BeforeLayer, c, c.layer_index, t);
+    }
+    ember::Status after_attention(const ember::LayerContext& c, ember::TensorAccess& t) override {
+        return check(Stage::AfterAttention, c, c.layer_index, t);
+    }
+    ember::Status after_mlp(const ember::LayerContext& c, ember::TensorAccess& t) override {
+        return check(Stage::AfterMlp, c, c.layer_index, t);
+    }
+    ember::Status after_layer(const ember::LayerContext& c, ember::TensorAccess& t) override {
+        return check(Stage::AfterLayer, c, c.layer_index, t);
+    }
+    ember::Status before_logits(const ember::ExecutionContext& c, ember::TensorAccess& t) override {
+        return check(Stage::BeforeLogits, c, std::nullopt, t);
+    }
+    ember::Status after_logits(const ember::ExecutionContext& c, ember::TensorAccess& t) override {
+        return check(Stage::AfterLogits, c, std::nullopt, t);
+    }
+
+private:
+    ember::Status check(Stage stage, const ember::ExecutionContext& ctx, std::optional<std::size_t> layer,
+                        const ember::TensorAccess& tensor) const {
+        if (!selection_.wants(stage, ctx, layer)) return {};
+        const auto values = tensor.values();
+        const std::size_t cols = tensor.shape()[1];
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            if (std::isfinite(values[i])) continue;
+            const std::size_t row = i / cols;
+            const std::size_t col = i % cols;
+            const char* what = std::isnan(values[i]) ? "nan" : (values[i] > 0 ? "inf" : "-inf");
+            return ember::Status::error("expected a finite activation, found " + std::string(what) + " at position " +
+                                        std::to_string(ember::first_row_position(ctx, tensor) + row) + " (row " +
+                                        std::to_string(row) + "), column " + std::to_string(col));
+        }
+        return {};
+    }
+
+    Selection selection_;
+};
+
+}  // namespace
+
+EMBER_EXPORT_EXPERIMENT(FiniteCheck, "finite-check", "1.0.0", "fail where a NaN or infinity appears in an activation")

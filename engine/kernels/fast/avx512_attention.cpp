@@ -1,7 +1,7 @@
 // The AVX-512 variant's attention pieces (AVX-512 flags; see variant_kernels.hpp).
 // Softmax: sixteen lanes, llama.cpp's vector exp, each group's sum folded in F32 and
-// added to a double. Weighted sum: up to four query heads at a time share each loaded
-// value row; each output element accumulates p_j * v_j[d] with one FMA per j, in order.
+// added to a double (ggml_vec_soft_max_f32). Weighted sum: llama.cpp's order over
+// positions (kernel_types.hpp WeightedSumTask), sixteen value elements at a time.
 #include "kernels/fast/avx512_common.hpp"
 #include "kernels/fast/avx512_exp.hpp"
 #include "kernels/fast/variant_kernels.hpp"
@@ -25,50 +25,48 @@ struct F16Values {
     }
 };
 
-// Heads [h0, h0 + H) and elements [d0, d0 + 16 V) (the last vector masked by `last`).
-template <typename Values, int H, int V>
-void weighted_sum_block(const WeightedSumTask& t, std::size_t h0, std::size_t d0, __mmask16 last) {
-    __m512 acc[H][V];
-    for (int h = 0; h < H; ++h)
-        for (int i = 0; i < V; ++i) acc[h][i] = _mm512_setzero_ps();
-    for (std::size_t j = 0; j < t.n; ++j) {
-        const std::byte* row = t.v + j * t.v_row_bytes;
-        __m512 v[V];
-        for (int i = 0; i < V; ++i) v[i] = Values::load(row, d0 + 16 * i, i == V - 1 ? last : static_cast<__mmask16>(0xFFFF));
-        for (int h = 0; h < H; ++h) {
-            const __m512 p = _mm512_set1_ps(t.p[(h0 + h) * t.p_stride + j]);
-            for (int i = 0; i < V; ++i) acc[h][i] = _mm512_fmadd_ps(p, v[i], acc[h][i]);
-        }
-    }
-    for (int h = 0; h < H; ++h) {
-        float* out = t.out + (h0 + h) * t.out_stride + d0;
-        for (int i = 0; i < V; ++i) _mm512_mask_storeu_ps(out + 16 * i, i == V - 1 ? last : static_cast<__mmask16>(0xFFFF), acc[h][i]);
-    }
+float probability(const WeightedSumTask& t, const float* p, std::size_t j) {
+    return t.round_p_to_f16 ? _cvtsh_ss(static_cast<unsigned short>(_cvtss_sh(p[j], 0))) : p[j];
 }
 
-template <typename Values, int H>
-void weighted_sum_heads(const WeightedSumTask& t, std::size_t h0) {
-    for (std::size_t d0 = 0; d0 < t.head_dim; d0 += 64) {
-        const std::size_t width = t.head_dim - d0 < 64 ? t.head_dim - d0 : 64;
-        const __mmask16 last = tail_mask(width - (width - 1) / 16 * 16);
-        switch ((width + 15) / 16) {
-            case 1: weighted_sum_block<Values, H, 1>(t, h0, d0, last); break;
-            case 2: weighted_sum_block<Values, H, 2>(t, h0, d0, last); break;
-            case 3: weighted_sum_block<Values, H, 3>(t, h0, d0, last); break;
-            default: weighted_sum_block<Values, H, 4>(t, h0, d0, last); break;
-        }
+// Sixteen value elements from d: the chain of products of the positions in class `cls`
+// modulo `modulus` (absolute positions), in order.
+template <typename Values>
+__m512 position_class_sum(const WeightedSumTask& t, const float* p, std::size_t d, __mmask16 m, std::size_t cls,
+                          std::size_t modulus) {
+    __m512 acc = _mm512_setzero_ps();
+    for (std::size_t j = (cls + modulus - t.first_position % modulus) % modulus; j < t.n; j += modulus) {
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(probability(t, p, j)), Values::load(t.v + j * t.v_row_bytes, d, m), acc);
     }
+    return acc;
 }
 
+// llama.cpp's product of the transposed values with the probabilities (kernel_types.hpp
+// WeightedSumTask), sixteen value elements at a time: lane l of its accumulators is
+// one 512-bit register here, reduced across registers by the same tree.
 template <typename Values>
 void weighted_sum(const WeightedSumTask& t) {
-    std::size_t h = 0;
-    for (; h + 4 <= t.n_heads; h += 4) weighted_sum_heads<Values, 4>(t, h);
-    switch (t.n_heads - h) {
-        case 3: weighted_sum_heads<Values, 3>(t, h); break;
-        case 2: weighted_sum_heads<Values, 2>(t, h); break;
-        case 1: weighted_sum_heads<Values, 1>(t, h); break;
-        default: break;
+    for (std::size_t h = 0; h < t.n_heads; ++h) {
+        const float* p = t.p + h * t.p_stride;
+        for (std::size_t d = 0; d < t.head_dim; d += 16) {
+            const __mmask16 m = tail_mask(t.head_dim - d);
+            __m512 lanes[16];
+            for (std::size_t l = 0; l < 16; ++l) {
+                if (t.order == SumOrder::tiled) {
+                    lanes[l] = position_class_sum<Values>(t, p, d, m, l, 16);
+                } else {  // (acc0 + acc2) + (acc1 + acc3)
+                    lanes[l] = _mm512_add_ps(_mm512_add_ps(position_class_sum<Values>(t, p, d, m, l, 64),
+                                                           position_class_sum<Values>(t, p, d, m, l + 32, 64)),
+                                             _mm512_add_ps(position_class_sum<Values>(t, p, d, m, l + 16, 64),
+                                                           position_class_sum<Values>(t, p, d, m, l + 48, 64)));
+                }
+            }
+            __m512 half[8], quarter[4];
+            for (int j = 0; j < 8; ++j) half[j] = _mm512_add_ps(lanes[j + 8], lanes[j]);
+            for (int j = 0; j < 4; ++j) quarter[j] = _mm512_add_ps(half[j + 4], half[j]);
+            const __m512 sum = _mm512_add_ps(_mm512_add_ps(quarter[0], quarter[2]), _mm512_add_ps(quarter[1], quarter[3]));
+            _mm512_mask_storeu_ps(t.out + h * t.out_stride + d, m, sum);
+        }
     }
 }
 

@@ -69,7 +69,7 @@ TEST_CASE("writer -> reader round trip of every value type") {
     CHECK(f.find_tensor("q")->nbytes == 34);
 }
 
-TEST_CASE("writer: tensors produced while the file is written; a failing producer leaves no file") {
+TEST_CASE("writer: tensors produced while the file is written, a failing producer leaves no file") {
     const std::uint64_t ne[2] = {4, 3};
     std::vector<std::byte> data(48);
     for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::byte>(i);

@@ -45,7 +45,7 @@ TEST_CASE("F16 conversions: exact decode, round to nearest even, overflow to inf
     CHECK(bf16_to_f32(0xc040) == -3.0f);
 }
 
-TEST_CASE("dequantization: Q8_0 blocks are q * d; F16 and BF16 rows decode exactly") {
+TEST_CASE("dequantization: Q8_0 blocks are q * d, F16 and BF16 rows decode exactly") {
     std::vector<std::byte> q8(34);
     const std::uint16_t d = 0x3800;  // 0.5
     std::memcpy(q8.data(), &d, 2);
@@ -90,7 +90,7 @@ TEST_CASE("RMS norm: x / sqrt(mean(x^2) + eps) * w, in place or not") {
     CHECK(x[1] == 4 * scale);
 }
 
-TEST_CASE("RoPE: identity at position 0; adjacent vs half-split pairs; frequency factors") {
+TEST_CASE("RoPE: identity at position 0, adjacent vs half-split pairs, frequency factors") {
     RopeParams p;
     p.n_heads = 1;
     p.head_dim = 4;

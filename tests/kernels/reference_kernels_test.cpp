@@ -150,7 +150,7 @@ TEST_CASE("attention: causal and sliding-window masks, grouped heads, softmax we
     std::vector<float> out(6);
     std::vector<float> scores(2 * 3);
     std::vector<double> sums(2);
-    attention(ConstRows(q.data(), 3, 2), ConstRows(keys.data(), 3, 1), ConstRows(values.data(), 3, 1), 0, p, scores, sums,
+    attention(ConstRows(q.data(), 3, 2), f32_kv_rows(ConstRows(keys.data(), 3, 1)), f32_kv_rows(ConstRows(values.data(), 3, 1)), 0, p, scores, sums,
               Rows(out.data(), 3, 2));
     CHECK(out[0] == 10.0f);  // position 0 sees only itself
     CHECK(out[1] == 10.0f);  // the second head reads the same KV head
@@ -158,11 +158,11 @@ TEST_CASE("attention: causal and sliding-window masks, grouped heads, softmax we
     CHECK(out[4] == doctest::Approx((10 + 20 + 3 * 30) / 5.0));  // weights 1 : 1 : 3
 
     p.window = 2;  // position 2 sees positions 1 and 2
-    attention(ConstRows(q.data(), 3, 2), ConstRows(keys.data(), 3, 1), ConstRows(values.data(), 3, 1), 0, p, scores, sums,
+    attention(ConstRows(q.data(), 3, 2), f32_kv_rows(ConstRows(keys.data(), 3, 1)), f32_kv_rows(ConstRows(values.data(), 3, 1)), 0, p, scores, sums,
               Rows(out.data(), 3, 2));
     CHECK(out[4] == doctest::Approx((20 + 3 * 30) / 4.0));
     p.window = 1;  // only itself
-    attention(ConstRows(q.data(), 3, 2), ConstRows(keys.data(), 3, 1), ConstRows(values.data(), 3, 1), 0, p, scores, sums,
+    attention(ConstRows(q.data(), 3, 2), f32_kv_rows(ConstRows(keys.data(), 3, 1)), f32_kv_rows(ConstRows(values.data(), 3, 1)), 0, p, scores, sums,
               Rows(out.data(), 3, 2));
     CHECK(out[4] == 30.0f);
 }

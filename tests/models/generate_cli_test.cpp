@@ -43,6 +43,7 @@ TEST_CASE("ember generate --json: prompt tokens, tokens, text and steps match ll
     const Golden golden = load_golden(f32_golden_path("stories260K"));
     const GoldenPrompt& p = golden.prompts.at(0);
     const json::object o = generate_json("stories260K", "--prompt " + shell_quote(kPrompt) + " --max-tokens 24 --threads 2");
+    CHECK(o.at("cpu_variant").as_string() == "scalar-reference");
     CHECK(ids(o.at("prompt_tokens")) == p.tokens);
     const auto tokens = ids(o.at("tokens"));
     REQUIRE(tokens.size() == 24);
@@ -93,7 +94,33 @@ TEST_CASE("ember generate --route fast: the same story on every CPU variant, and
             continue;
         }
         CHECK(r.output == " named Lily. She loved to play outside in the park. One day, she saw\n");
+        const CommandResult j = run_command(std::string("EMBER_CPU=") + variant + " " + EMBER_BINARY +
+                                                " generate --json --threads 2 --max-tokens 2 --model " +
+                                                shell_quote(fixture_path("models/stories260K-q8_0.gguf").string()) +
+                                                " --prompt " + shell_quote(kPrompt),
+                                            false);
+        REQUIRE(j.exit_code == 0);
+        const json::object o = json::parse(j.output).as_object();
+        CHECK(o.at("route").as_string() == "fast");  // the default
+        CHECK(std::string(o.at("cpu_variant").as_string()).rfind(variant, 0) == 0);
+        CHECK(o.at("kv_type").as_string() == "f32");
     }
+}
+
+TEST_CASE("ember generate --kv-type f16: an F16 cache on both routes, named in the JSON") {
+    for (const char* route : {"fast", "reference"}) {
+        CAPTURE(route);
+        const CommandResult r = run_command(std::string(EMBER_BINARY) + " generate --json --kv-type f16 --route " + route +
+                                                " --threads 2 --max-tokens 24 --model " +
+                                                shell_quote(fixture_path("models/stories260K.gguf").string()) +
+                                                " --prompt " + shell_quote(kPrompt),
+                                            false);
+        REQUIRE(r.exit_code == 0);
+        const json::object o = json::parse(r.output).as_object();
+        CHECK(o.at("kv_type").as_string() == "f16");
+        CHECK(o.at("text").as_string() == " named Lily. She loved to play outside in the park. One day, she saw");
+    }
+    CHECK(generate("stories260K", "--prompt x --kv-type q8_0", true).exit_code == 2);
 }
 
 TEST_CASE("ember generate: clear errors and exit codes") {

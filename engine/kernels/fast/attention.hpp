@@ -17,11 +17,12 @@
 #include <span>
 
 #include "kernels/fast/kernel_set.hpp"
+#include "kernels/kv_rows.hpp"
 #include "kernels/fast/thread_pool.hpp"
 
 namespace ember::kernels::fast {
 
-enum class KvType { f32, f16 };
+using kernels::KvType;
 
 struct AttentionShape {
     std::size_t n_head = 0;

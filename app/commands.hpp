@@ -13,5 +13,6 @@ int run_generate(const std::vector<std::string>& args);
 int run_plugins(const std::vector<std::string>& args);
 int run_quantize(const std::vector<std::string>& args);
 int run_synth(const std::vector<std::string>& args);
+int run_bench(const std::vector<std::string>& args);
 
 }  // namespace ember::app

@@ -113,7 +113,7 @@ TEST_CASE("a plugin written outside the project builds with g++ -std=c++20 -shar
     CHECK(log.lines[1] == "checks prefill=1 decode=2 order=0 chain=0 residual=0");
 }
 
-TEST_CASE("a plugin built against an older minor loads; the fields it did not declare read as null") {
+TEST_CASE("a plugin built against an older minor loads, the fields it did not declare read as null") {
     const auto plugin = PluginLibrary::load(test_plugin("abi-older-minor"));
     CHECK(plugin->name() == "older-minor");
     CHECK(plugin->abi_minor() == 0);
@@ -136,7 +136,7 @@ TEST_CASE("a plugin built against an older minor loads; the fields it did not de
     CHECK(traces[0].after_layer[0][0] == clean.after_layer[0][0] + 1.0f);
 }
 
-TEST_CASE("a plugin built against a newer minor loads; fields beyond this host's descriptor are ignored") {
+TEST_CASE("a plugin built against a newer minor loads, fields beyond this host's descriptor are ignored") {
     const auto plugin = PluginLibrary::load(test_plugin("abi-newer-minor"));
     CHECK(plugin->name() == "newer-minor");
     CHECK(plugin->abi_minor() == EMBER_PLUGIN_ABI_MINOR + 1);

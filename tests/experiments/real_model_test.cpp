@@ -160,7 +160,7 @@ TEST_CASE("ablate zeroing after_mlp at a layer leaves that layer's output = inpu
     }
 }
 
-TEST_CASE("steer changes the next layer's input by exactly the vector; coefficient 0 changes nothing") {
+TEST_CASE("steer changes the next layer's input by exactly the vector, coefficient 0 changes nothing") {
     for (const char* name : kModels) {
         CAPTURE(name);
         TempDir out;

@@ -74,7 +74,7 @@ TEST_CASE("with no experiment, ember run prints what ember generate prints and r
     CHECK(run.err_lines("ember: run " + std::string(r.at("run_id").as_string()) + " written to ").size() == 1);
 }
 
-TEST_CASE("configs that mean the same run hash the same; a change of meaning changes the hash") {
+TEST_CASE("configs that mean the same run hash the same, a change of meaning changes the hash") {
     TempDir dir;
     const fs::path model = fixture_path("models/stories260K.gguf");
     const auto hash_of = [&](const std::string& toml) {
@@ -123,7 +123,7 @@ TEST_CASE("--model runs another model than the config's, and run.json says which
     CHECK(missing.err.find("no-such-model.gguf") != std::string::npos);
 }
 
-TEST_CASE("usage errors exit 2; config errors exit 1 naming file:line:column") {
+TEST_CASE("usage errors exit 2, config errors exit 1 naming file:line:column") {
     TempDir dir;
     const auto ember = shell_quote(EMBER_BINARY);
     CHECK(run_command(ember + " run 2>/dev/null").exit_code == 2);

@@ -40,7 +40,7 @@ double first_value(const std::string& line) {
 
 }  // namespace
 
-TEST_CASE("experiments compose as defaults file, config entries, --experiment; each sees the previous one's writes") {
+TEST_CASE("experiments compose as defaults file, config entries, --experiment, each sees the previous one's writes") {
     TempDir dir;
     write_text(dir.path() / "defaults.toml", recorder("defaults", 1));
     const auto run = ember_run(dir, stories(recorder("config", 1)), fmt::format("--experiment {}", test_plugin("recorder").string()),
@@ -93,7 +93,7 @@ TEST_CASE("fail_open: the failure is listed in run.json, the experiment is not c
     CHECK(run.err_lines("error: ").empty());
 }
 
-TEST_CASE("strict: the run stops with exit 1; run.json says failed with the message; on_error is called once") {
+TEST_CASE("strict: the run stops with exit 1, run.json says failed with the message, on_error is called once") {
     TempDir dir;
     const auto run = ember_run(dir, stories(experiment(test_plugin("failing"), kFailAtDecodeLayer1) + recorder("r")));
     CHECK(run.exit_code == 1);
@@ -116,7 +116,7 @@ TEST_CASE("strict: the run stops with exit 1; run.json says failed with the mess
         CHECK_MESSAGE(entry.path().filename() == "run.json", entry.path().string());
 }
 
-TEST_CASE("a slow experiment trips timeout_ms; the same experiment passes under a generous timeout") {
+TEST_CASE("a slow experiment trips timeout_ms, the same experiment passes under a generous timeout") {
     TempDir slow_dir, generous_dir;
     const std::string slow = experiment(test_plugin("slow"), "sleep_ms = 30");
     const auto tripped = ember_run(slow_dir, stories("[hooks]\ntimeout_ms = 10\n\n" + slow));
@@ -131,7 +131,7 @@ TEST_CASE("a slow experiment trips timeout_ms; the same experiment passes under 
     CHECK_MESSAGE(generous.exit_code == 0, generous.err);
 }
 
-TEST_CASE("a strict failure in create stops the run; run.json lists the experiments that never ran") {
+TEST_CASE("a strict failure in create stops the run, run.json lists the experiments that never ran") {
     TempDir dir;
     const auto run = ember_run(dir, stories(recorder("r") + experiment(test_plugin("failing"), "stage = \"constructor\"") +
                                             recorder("after")));

@@ -133,7 +133,7 @@ inline std::vector<std::int64_t> int_list(const boost::json::value& array) {
 // into DIR and compiled there with exactly `g++ -std=c++20 -shared -fPIC -I<sdk include>
 // counter.cpp` (which writes a.out), then named libcounter.so.
 inline std::filesystem::path build_outside_counter(const TempDir& dir) {
-    std::filesystem::copy_file(EMBER_OUTSIDE_COUNTER, dir.path() / "counter.cpp");
+    std::filesystem::copy_file(EMBER_SOURCE_DIR "/tests/experiments/outside/counter.cpp", dir.path() / "counter.cpp");
     const auto build = run_command(fmt::format("cd {} && g++ -std=c++20 -shared -fPIC -I{} counter.cpp",
                                                shell_quote(dir.path().string()), EMBER_SDK_INCLUDE_DIR),
                                    true);

@@ -61,15 +61,24 @@ EmberRun run_prompt0(const TempDir& dir, const Family& f, const std::string& exp
     return run;
 }
 
-}  // namespace
-
-TEST_CASE("an outside plugin sees the stage counts, the order and the residual identities in every family") {
+// Golden prompt 0 on every family's model, with the experiments `entries(family,
+// counter)` writes (counter: the outside plugin, built once), each run handed to `check`.
+template <class Entries, class Check>
+void in_every_family(Entries entries, Check check) {
     TempDir build;
     const auto counter = build_outside_counter(build);
     for (const Family& f : kFamilies) {
         CAPTURE(f.model);
         TempDir dir;
-        const auto run = run_prompt0(dir, f, experiment(counter));
+        check(f, run_prompt0(dir, f, entries(f, counter)));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("an outside plugin sees the stage counts, the order and the residual identities in every family") {
+    const auto entries = [](const Family&, const fs::path& counter) { return experiment(counter); };
+    in_every_family(entries, [](const Family& f, const EmberRun& run) {
         REQUIRE_MESSAGE(run.exit_code == 0, run.err);
         CHECK(run.report.at("generated").at("tokens").as_array().size() == kTokens);
 
@@ -80,8 +89,8 @@ TEST_CASE("an outside plugin sees the stage counts, the order and the residual i
 
         const auto checks = run.err_lines("[counter] info: checks ");
         REQUIRE(checks.size() == 1);
-        const std::string expected = fmt::format("[counter] info: checks prefill=1 decode={} order=0 chain=0 residual=",
-                                                 kTokens - 1);
+        const std::string expected =
+            fmt::format("[counter] info: checks prefill=1 decode={} order=0 chain=0 residual=", kTokens - 1);
         REQUIRE(checks[0].rfind(expected, 0) == 0);
         const long residual_mismatches = std::stol(checks[0].substr(expected.size()));
         if (std::string(f.family) == "gemma4") {
@@ -89,23 +98,20 @@ TEST_CASE("an outside plugin sees the stage counts, the order and the residual i
         } else {
             CHECK(residual_mismatches == 0);
         }
-    }
+    });
 }
 
 TEST_CASE("what an outside plugin sees at after_layer and before_logits equals llama.cpp's l_out-N and result_norm") {
-    TempDir build;
-    const auto counter = build_outside_counter(build);
-    for (const Family& f : kFamilies) {
-        CAPTURE(f.model);
-        TempDir dir;
-        const auto run = run_prompt0(dir, f, experiment(counter, "dump = \"seen\""));
+    const auto entries = [](const Family&, const fs::path& counter) { return experiment(counter, "dump = \"seen\""); };
+    in_every_family(entries, [](const Family& f, const EmberRun& run) {
         REQUIRE_MESSAGE(run.exit_code == 0, run.err);
         const GoldenPrompt prompt = load_golden(f32_golden_path(f.model)).prompts.at(0);
         const double tol = f32_golden_tolerance(f.family);
         const fs::path seen = run.output_dir / "seen";
         for (std::size_t l = 0; l < f.n_layers; ++l) {
             const GoldenTensor& golden = prompt.hidden.at(fmt::format("l_out-{}", l));
-            const double error = relative_error(read_f32(seen / fmt::format("after_layer.layer{}.prefill.f32", l)), golden.values);
+            const auto ours = read_f32(seen / fmt::format("after_layer.layer{}.prefill.f32", l));
+            const double error = relative_error(ours, golden.values);
             CHECK_MESSAGE(error <= tol, "layer " << l << ": relative error " << error);
         }
         // before_logits holds the prompt's last row; result_norm has every row.
@@ -113,7 +119,7 @@ TEST_CASE("what an outside plugin sees at after_layer and before_logits equals l
         const std::vector<float> last(normed.values.end() - static_cast<std::ptrdiff_t>(normed.cols), normed.values.end());
         const double error = relative_error(read_f32(seen / "before_logits.prefill.f32"), last);
         CHECK_MESSAGE(error <= tol, "result_norm: relative error " << error);
-    }
+    });
 }
 
 TEST_CASE("a write at prefill position 0 changes the decode logits") {
@@ -138,16 +144,13 @@ TEST_CASE("a write at prefill position 0 changes the decode logits") {
 }
 
 TEST_CASE("a plugin failing in after_attention at decode layer 1 stops the run with the exact message") {
-    TempDir build;
-    const auto counter = build_outside_counter(build);
-    for (const Family& f : kFamilies) {
-        CAPTURE(f.model);
-        TempDir dir;
-        const auto run = run_prompt0(
-            dir, f,
-            experiment(test_plugin("failing"), "stage = \"after_attention\"\nphase = \"decode\"\nlayer = 1") +
-                experiment(counter));
-        const std::string message = "experiment 'failing' failed in after_attention (phase=decode, layer=1): planned failure";
+    const auto entries = [](const Family&, const fs::path& counter) {
+        return experiment(test_plugin("failing"), "stage = \"after_attention\"\nphase = \"decode\"\nlayer = 1") +
+               experiment(counter);
+    };
+    in_every_family(entries, [](const Family& f, const EmberRun& run) {
+        const std::string message =
+            "experiment 'failing' failed in after_attention (phase=decode, layer=1): planned failure";
         CHECK(run.exit_code == 1);
         CHECK(run.err_lines("error: ") == std::vector<std::string>{"error: " + message});
         // on_error was told, completion was not.
@@ -167,26 +170,22 @@ TEST_CASE("a plugin failing in after_attention at decode layer 1 stops the run w
         // The prefill's layers, then decode layer 0; layer 1's stages never ran after the failure.
         CHECK(stage_calls(counter_record, "after_attention") == static_cast<std::int64_t>(f.n_layers + 1));
         CHECK(stage_calls(counter_record, "after_mlp") == static_cast<std::int64_t>(f.n_layers + 1));
-    }
+    });
 }
 
 TEST_CASE("zeroing after_layer at the last layer makes every logit 0 and every greedy token id 0") {
-    TempDir build;
-    const auto counter = build_outside_counter(build);
-    for (const Family& f : kFamilies) {
-        CAPTURE(f.model);
-        TempDir dir;
-        const auto run = run_prompt0(dir, f,
-                                     experiment(builtin_plugin("ablate"),
-                                                fmt::format("stage = \"after_layer\"\nlayers = [{}]", f.n_layers - 1)) +
-                                         experiment(counter, "dump = \"seen\""));
+    const auto entries = [](const Family& f, const fs::path& counter) {
+        return experiment(builtin_plugin("ablate"), fmt::format("stage = \"after_layer\"\nlayers = [{}]", f.n_layers - 1)) +
+               experiment(counter, "dump = \"seen\"");
+    };
+    in_every_family(entries, [](const Family&, const EmberRun& run) {
         REQUIRE_MESSAGE(run.exit_code == 0, run.err);
         CHECK(int_list(run.report.at("generated").at("tokens")) == std::vector<std::int64_t>(kTokens, 0));
         for (int step = 0; step < kTokens; ++step) {
             const auto logits = read_f32(run.output_dir / "seen" / fmt::format("after_logits.step{}.f32", step));
             CHECK(std::count(logits.begin(), logits.end(), 0.0f) == static_cast<std::ptrdiff_t>(logits.size()));
         }
-    }
+    });
 }
 
 }  // namespace ember::test

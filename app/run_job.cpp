@@ -194,10 +194,10 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
             runner = std::make_unique<experiments::ExperimentRunner>(
                 experiments::specs_from_config(config), info,
                 experiments::RunnerOptions{config.hooks.failure, config.hooks.timeout_ms, {}});
+            runner->on_model_loaded(model_config);
         }
         runtime::Session session(*model.model, session_options);
         if (runner) {
-            runner->on_model_loaded(model_config);
             hooks::EvalInfo prefill;
             prefill.n_tokens = outcome.prompt_tokens.size();
             prefill.tracing = options.observer != nullptr;
@@ -205,7 +205,10 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
         }
         // No runner: no hooks, so the session runs the DisabledHooks forward pass.
         outcome.result = runtime::generate(session, outcome.prompt_tokens, generation, is_end, on_token, runner.get());
-        if (runner) runner->on_generation_complete(outcome.result.tokens.size(), experiment_stop_reason(outcome.result.stop_reason));
+        if (runner) {
+            runner->on_generation_complete(outcome.result.tokens.size(),
+                                           experiment_stop_reason(outcome.result.stop_reason));
+        }
     } catch (const experiments::ExperimentFailure& failure) {
         if (runner) runner->finish();
         write_failure_report(failure.what(), runner ? runner->snapshot() : failure.snapshot().value_or(no_experiments));

@@ -40,8 +40,12 @@ experiments::StopReason experiment_stop_reason(runtime::StopReason reason) {
 
 json::object model_json(const LoadedModel& model) {
     const models::ModelConfig& c = model.model->config();
-    return {{"path", model.path.string()},  {"sha256", model.sha256},   {"name", c.name},
-            {"family", models::family_name(c.family)}, {"n_layers", c.n_layers}, {"n_embd", c.n_embd},
+    return {{"path", model.path.string()},
+            {"sha256", model.sha256},
+            {"name", c.name},
+            {"family", models::family_name(c.family)},
+            {"n_layers", c.n_layers},
+            {"n_embd", c.n_embd},
             {"n_vocab", c.n_vocab}};
 }
 

@@ -51,12 +51,13 @@ inline std::string toml_literal(const std::string& text) {
     return "'" + text + "'";
 }
 
-// [model], [prompt], [generation] and [output] (dir "out", beside the config); greedy, one thread.
+// [model], [prompt], [generation] and [output] (dir "out", beside the config); greedy, one
+// thread; `more` is appended (experiments, [hooks]).
 inline std::string run_config(const std::filesystem::path& model, const std::string& prompt, int max_tokens,
-                              const std::string& more = "") {
-    return fmt::format("[model]\npath = {}\nthreads = 1\n\n[prompt]\ntext = {}\n\n[generation]\nmax_tokens = {}\n\n"
-                       "[output]\ndir = \"out\"\n\n{}\n",
-                       toml_literal(model.string()), toml_literal(prompt), max_tokens, more);
+                              const std::string& more = "", const std::string& route = "reference") {
+    return fmt::format("[model]\npath = {}\nroute = \"{}\"\nthreads = 1\n\n[prompt]\ntext = {}\n\n"
+                       "[generation]\nmax_tokens = {}\n\n[output]\ndir = \"out\"\n\n{}\n",
+                       toml_literal(model.string()), route, toml_literal(prompt), max_tokens, more);
 }
 
 // One [[experiment]] entry; `config` is the body of its [experiment.config] table.

@@ -133,12 +133,26 @@ TEST_CASE("usage errors exit 2, config errors exit 1 naming file:line:column") {
 
     const auto typo = ember_run(dir, run_config(fixture_path("models/stories260K.gguf"), kPrompt, 2) + "[hooks]\ntimeout = 5\n");
     CHECK(typo.exit_code == 1);
-    CHECK(typo.err.find("error: run.toml:16:1: unknown key 'timeout' in [hooks]") != std::string::npos);
+    CHECK(typo.err.find("error: run.toml:17:1: unknown key 'timeout' in [hooks]") != std::string::npos);
     CHECK_FALSE(typo.has_report);
 
     const auto missing = run_command(ember + " run " + shell_quote((dir.path() / "absent.toml").string()) + " 2>&1");
     CHECK(missing.exit_code == 1);
     CHECK(missing.output.find("absent.toml: cannot open") != std::string::npos);
+}
+
+TEST_CASE("route = \"fast\" runs the fast route and generates what ember generate --route fast does") {
+    TempDir dir;
+    const fs::path model = fixture_path("models/synth-qwen3-q8_0.gguf");
+    const auto run = ember_run(dir, run_config(model, kPrompt, 8, "", "fast"));
+    REQUIRE_MESSAGE(run.exit_code == 0, run.err);
+    CHECK(str(run.report.at("route")) == "fast");
+    const auto generated = run_command(fmt::format("{} generate --route fast --model {} --prompt {} --max-tokens 8 "
+                                                   "--threads 1",
+                                                   shell_quote(EMBER_BINARY), shell_quote(model.string()),
+                                                   shell_quote(kPrompt)));
+    REQUIRE(generated.exit_code == 0);
+    CHECK(run.out == generated.output);
 }
 
 TEST_CASE("[tracing] enabled is refused clearly until the operation journal exists") {

@@ -5,7 +5,8 @@
 // - patching prompt A's run with prompt B's captures at every layer (two prompts of the
 //   same token length) reproduces B's logits at the patched positions, bit for bit, and
 //   B's greedy tokens;
-// - patch refuses, by name, a source captured from a prompt of another length.
+// - patch refuses, by name, a source captured from a prompt of another length or on
+//   another route.
 #include <doctest/doctest.h>
 
 #include <fmt/format.h>
@@ -34,12 +35,14 @@ EmberRun capture_run(const TempDir& dir, const std::string& model, const std::st
 
 // A run of `prompt` whose after_layer is patched at every layer from `source`, with its
 // logits captured after the patch (in out/capture).
-EmberRun patched_run(const TempDir& dir, const std::string& model, const std::string& prompt, const fs::path& source) {
+EmberRun patched_run(const TempDir& dir, const std::string& model, const std::string& prompt, const fs::path& source,
+                     const std::string& route = "reference") {
     return ember_run(dir, run_config(fixture_path("models/" + model + ".gguf"), prompt, kTokens,
                                      experiment(builtin_plugin("patch"),
                                                 fmt::format("source = {}\nstages = [\"after_layer\"]",
                                                             toml_literal(source.string()))) +
-                                         experiment(builtin_plugin("capture"), "stages = [\"after_logits\"]")));
+                                         experiment(builtin_plugin("capture"), "stages = [\"after_logits\"]"),
+                                     route));
 }
 
 void check_same_logits(const EmberRun& a, const EmberRun& b) {
@@ -94,6 +97,21 @@ TEST_CASE("patch refuses, by name, a source captured from a prompt of another le
     REQUIRE(errors.size() == 1);
     CHECK(errors[0].find((source.output_dir / "capture").string()) != std::string::npos);
     CHECK(errors[0].find("prompt") != std::string::npos);
+}
+
+}  // namespace ember::test
+
+namespace ember::test {
+
+TEST_CASE("patch refuses, by name, a source captured on another route") {
+    TempDir source_dir, patched_dir;
+    const auto source = capture_run(source_dir, "synth-qwen3-q8_0", kPromptA);
+    const auto patched = patched_run(patched_dir, "synth-qwen3-q8_0", kPromptA, source.output_dir / "capture", "fast");
+    CHECK(patched.exit_code == 1);
+    const auto errors = patched.err_lines("error: experiment 'patch' failed in create: ");
+    REQUIRE(errors.size() == 1);
+    CHECK(errors[0].find((source.output_dir / "capture").string()) != std::string::npos);
+    CHECK(errors[0].find("captured on route 'reference', this run uses 'fast'") != std::string::npos);
 }
 
 }  // namespace ember::test

@@ -88,30 +88,26 @@ TEST_CASE("patch with another prompt's captures at every layer reproduces that p
     }
 }
 
-TEST_CASE("patch refuses, by name, a source captured from a prompt of another length") {
-    TempDir source_dir, patched_dir;
-    const auto source = capture_run(source_dir, "stories260K", "Once upon a time");
-    const auto patched = patched_run(patched_dir, "stories260K", kPromptA, source.output_dir / "capture");
-    CHECK(patched.exit_code == 1);
-    const auto errors = patched.err_lines("error: experiment 'patch' failed in create: ");
-    REQUIRE(errors.size() == 1);
-    CHECK(errors[0].find((source.output_dir / "capture").string()) != std::string::npos);
-    CHECK(errors[0].find("prompt") != std::string::npos);
-}
-
-}  // namespace ember::test
-
-namespace ember::test {
-
-TEST_CASE("patch refuses, by name, a source captured on another route") {
-    TempDir source_dir, patched_dir;
-    const auto source = capture_run(source_dir, "synth-qwen3-q8_0", kPromptA);
-    const auto patched = patched_run(patched_dir, "synth-qwen3-q8_0", kPromptA, source.output_dir / "capture", "fast");
-    CHECK(patched.exit_code == 1);
-    const auto errors = patched.err_lines("error: experiment 'patch' failed in create: ");
-    REQUIRE(errors.size() == 1);
-    CHECK(errors[0].find((source.output_dir / "capture").string()) != std::string::npos);
-    CHECK(errors[0].find("captured on route 'reference', this run uses 'fast'") != std::string::npos);
+TEST_CASE("patch refuses, by name, a source from a prompt of another length or from another route") {
+    const struct {
+        const char* source_prompt;
+        const char* route;
+        const char* says;
+    } cases[] = {
+        {"Once upon a time", "reference", "-token prompt, this run's has "},
+        {kPromptA, "fast", "captured on route 'reference', this run uses 'fast'"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.says);
+        TempDir source_dir, patched_dir;
+        const auto source = capture_run(source_dir, "synth-qwen3-q8_0", c.source_prompt);
+        const auto patched = patched_run(patched_dir, "synth-qwen3-q8_0", kPromptA, source.output_dir / "capture", c.route);
+        CHECK(patched.exit_code == 1);
+        const auto errors = patched.err_lines("error: experiment 'patch' failed in create: ");
+        REQUIRE(errors.size() == 1);
+        CHECK(errors[0].find((source.output_dir / "capture").string()) != std::string::npos);
+        CHECK(errors[0].find(c.says) != std::string::npos);
+    }
 }
 
 }  // namespace ember::test

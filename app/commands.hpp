@@ -11,6 +11,7 @@ int run_inspect(const std::vector<std::string>& args);
 int run_tokenize(const std::vector<std::string>& args);
 int run_generate(const std::vector<std::string>& args);
 int run_plugins(const std::vector<std::string>& args);
+int run_run(const std::vector<std::string>& args);
 int run_quantize(const std::vector<std::string>& args);
 int run_synth(const std::vector<std::string>& args);
 int run_bench(const std::vector<std::string>& args);

@@ -22,6 +22,7 @@ constexpr Subcommand kSubcommands[] = {
     {"inspect", "describe a GGUF model: family, hyperparameters, tokenizer, tensors", ember::app::run_inspect},
     {"tokenize", "tokenize a text: ids, pieces and byte spans", ember::app::run_tokenize},
     {"generate", "continue a prompt: greedy or seeded sampling, streamed or as JSON", ember::app::run_generate},
+    {"run", "run a run config: experiments composed on a generation, run.json written", ember::app::run_run},
     {"plugins", "validate experiment plugins: print a plugin's descriptor without running it", ember::app::run_plugins},
     {"quantize", "rewrite an F32/F16/BF16 model with Q8_0 weights, as llama-quantize does", ember::app::run_quantize},
     {"synth", "write a random-weight model of a real shape with another model's tokenizer", ember::app::run_synth},

@@ -1,15 +1,14 @@
 #include "gguf/gguf_writer.hpp"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <optional>
 
+#include "common/atomic_file.hpp"
 #include "common/checked.hpp"
 #include "common/error.hpp"
 #include "gguf/layout.hpp"
@@ -185,28 +184,12 @@ std::vector<std::byte> Writer::to_bytes() const {
 }
 
 void Writer::write_file(const std::filesystem::path& path) const {
-    auto tmp = path;
-    tmp += fmt::format(".tmp.{}", ::getpid());
-    try {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) throw Error(fmt::format("{}: cannot create", tmp.string()));
+    write_file_atomically(path, [&](std::ostream& out) {
         write([&](std::span<const std::byte> bytes) {
             out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-            if (!out) throw Error(fmt::format("{}: write failed", tmp.string()));
+            if (!out) throw Error(fmt::format("{}: write failed (disk full?)", path.string()));
         });
-        out.flush();
-        if (!out) throw Error(fmt::format("{}: write failed", tmp.string()));
-    } catch (...) {
-        std::error_code ignored;
-        std::filesystem::remove(tmp, ignored);
-        throw;
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) {
-        std::filesystem::remove(tmp);
-        throw Error(fmt::format("{}: cannot rename into place: {}", path.string(), ec.message()));
-    }
+    });
 }
 
 }  // namespace ember::gguf

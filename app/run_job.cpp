@@ -1,0 +1,237 @@
+#include "run_job.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <ctime>
+#include <random>
+#include <thread>
+
+#include "cli.hpp"
+#include "common/atomic_file.hpp"
+#include "common/error.hpp"
+#include "common/sha256.hpp"
+#include "experiments/experiment_runner.hpp"
+#include "experiments/run_report.hpp"
+#include "generation_output.hpp"
+#include "runtime/session.hpp"
+
+namespace ember::app {
+namespace {
+
+namespace json = boost::json;
+namespace fs = std::filesystem;
+
+tokenizer::EncodeOptions encode_options(config::AddBos add_bos) {
+    tokenizer::EncodeOptions options;
+    if (add_bos != config::AddBos::Auto) options.add_bos = add_bos == config::AddBos::Yes;
+    return options;
+}
+
+std::size_t resolve_threads(std::uint32_t configured) {
+    if (configured != 0) return configured;
+    return std::max(1u, std::thread::hardware_concurrency());
+}
+
+experiments::StopReason experiment_stop_reason(runtime::StopReason reason) {
+    return reason == runtime::StopReason::MaxTokens ? experiments::StopReason::MaxTokens
+                                                    : experiments::StopReason::EndOfGeneration;
+}
+
+json::object model_json(const LoadedModel& model) {
+    const models::ModelConfig& c = model.model->config();
+    return {{"path", model.path.string()},
+            {"sha256", model.sha256},
+            {"name", c.name},
+            {"family", models::family_name(c.family)},
+            {"n_layers", c.n_layers},
+            {"n_embd", c.n_embd},
+            {"n_vocab", c.n_vocab}};
+}
+
+// What run.json holds (docs/run-config.md, "run.json"); `result` is null for a failed run.
+struct ReportParts {
+    const config::RunConfig& config;
+    const std::string& config_hash;
+    const LoadedModel& model;
+    const RunOutcome& outcome;
+    const std::string& prompt;
+    const std::vector<std::int32_t>& generated;  // the tokens chosen so far
+    const runtime::GenerationResult* result = nullptr;
+    const std::string* error = nullptr;
+    bool hooks_active = false;
+    std::size_t ctx = 0;
+    double total_ms = 0;
+};
+
+json::object report_json(const ReportParts& p, const experiments::RunnerSnapshot& experiments) {
+    json::object prompt{{"text", valid_utf8(p.prompt)}, {"tokens", json::value_from(p.outcome.prompt_tokens)}};
+    json::object generated{{"tokens", json::value_from(p.result ? p.result->tokens : p.generated)}};
+    add_text(generated, p.model.tokenizer, p.result ? p.result->tokens : p.generated);
+    if (p.result) {
+        generated["steps"] = steps_json(p.model.tokenizer, p.result->steps);
+        generated["stop_reason"] = runtime::stop_reason_name(p.result->stop_reason);
+    } else {
+        generated["stop_reason"] = nullptr;
+    }
+    json::object timings{{"load_ms", p.model.load_ms}, {"total_ms", p.total_ms}};
+    if (p.result) {
+        timings = timings_json(p.result->timings, p.outcome.prompt_tokens.size(), p.model.load_ms, p.total_ms);
+        timings["decode_evaluations"] = p.result->timings.decode_evaluations;
+    }
+    return json::object{
+        {"schema_version", 1},
+        {"kind", "ember.run"},
+        {"run_id", p.outcome.run_id},
+        {"outcome", p.error ? "failed" : "ok"},
+        {"error", p.error ? json::value(*p.error) : json::value(nullptr)},
+        {"config_file", p.config.source.string()},
+        {"config_hash", p.config_hash},
+        {"config", config::to_json(p.config)},
+        {"model", model_json(p.model)},
+        {"route", p.outcome.route},
+        {"threads", p.outcome.threads},
+        {"ctx", p.ctx},
+        {"hooks", p.hooks_active ? "active" : "disabled"},
+        {"prompt", std::move(prompt)},
+        {"generated", std::move(generated)},
+        {"timings", std::move(timings)},
+        {"experiments", experiments::experiments_report(experiments)},
+    };
+}
+
+}  // namespace
+
+LoadedModel::LoadedModel(const fs::path& model_path, std::optional<models::Family> expected)
+    : LoadedModel(model_path, expected, Clock::now()) {}
+
+LoadedModel::LoadedModel(const fs::path& model_path, std::optional<models::Family> expected, Clock::time_point start)
+    : path(fs::absolute(model_path).lexically_normal()),
+      file(gguf::File::open(path)),
+      model(models::load_model(file, expected)),
+      tokenizer(tokenizer::Tokenizer::from_gguf(file)),
+      sha256(sha256_file_hex(path)),
+      load_ms(ms_since(start)) {}
+
+std::optional<models::Family> family_from_config(const config::RunConfig& config) {
+    if (config.model.arch == "auto") return std::nullopt;
+    return models::family_from_name(config.model.arch);
+}
+
+std::string make_run_id() {
+    const std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    ::gmtime_r(&now, &utc);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
+    std::random_device random;
+    return fmt::format("{}-{:08x}", stamp, random());
+}
+
+RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model, const RunOptions& options) {
+    const auto start = Clock::now();
+    if (config.tracing.enabled && options.observer == nullptr) {
+        throw Error(fmt::format("{}: tracing.enabled = true, but this ember cannot write the operation journal yet",
+                                config.source.string()));
+    }
+    const std::string config_hash = config::config_hash(config);
+    const models::ModelConfig& model_config = model.model->config();
+
+    RunOutcome outcome;
+    outcome.run_id = make_run_id();
+    outcome.route = config.model.route;
+    outcome.threads = resolve_threads(config.model.threads);
+    const std::string prompt = config.prompt.text ? *config.prompt.text : read_file(*config.prompt.file, "prompt file");
+    outcome.prompt_tokens = model.tokenizer.encode_ids(prompt, encode_options(config.prompt.add_bos));
+
+    std::error_code ec;
+    fs::create_directories(config.output.dir, ec);
+    if (ec) throw Error(fmt::format("{}: cannot create the output directory: {}", config.output.dir.string(), ec.message()));
+    outcome.report = config.output.dir / "run.json";
+
+    experiments::RunInfo info{outcome.run_id, config.output.dir.string(), model.path.string(), model.sha256,
+                              config.model.route, config_hash, {}};
+    for (std::int32_t id : outcome.prompt_tokens) info.prompt_token_ids.push_back(static_cast<std::uint32_t>(id));
+
+    runtime::SessionOptions session_options;
+    session_options.route = *runtime::route_from_name(config.model.route);  // the parser checked the name
+    session_options.context_length = config.model.ctx;
+    session_options.threads = outcome.threads;
+    session_options.max_batch = outcome.prompt_tokens.size();
+    session_options.observer = options.observer;
+
+    runtime::GenerationOptions generation;
+    generation.max_tokens = config.generation.max_tokens;
+    generation.sampling.temperature = static_cast<float>(config.generation.temperature);
+    generation.sampling.top_k = config.generation.top_k;
+    generation.sampling.top_p = static_cast<float>(config.generation.top_p);
+    generation.sampling.seed = config.generation.seed;
+
+    std::vector<std::int32_t> generated;
+    const auto on_token = [&](std::int32_t token) {
+        generated.push_back(token);
+        if (options.on_token) options.on_token(token);
+    };
+    const auto is_end = [&](std::int32_t token) { return model.tokenizer.is_end_of_generation(token); };
+
+    ReportParts parts{config, config_hash, model, outcome, prompt, generated};
+    parts.ctx = config.model.ctx != 0 ? config.model.ctx : runtime::default_context_length(model_config);
+    parts.hooks_active = !config.experiments.empty();
+    const experiments::RunnerSnapshot no_experiments{config.hooks.failure, config.hooks.timeout_ms, {}, {}};
+    const auto write_report = [&](const experiments::RunnerSnapshot& snapshot) {
+        parts.total_ms = ms_since(start);
+        write_file_atomically(outcome.report, pretty_json(report_json(parts, snapshot)) + "\n");
+    };
+    // For a failed run: the run's own error is what propagates, never one from writing the report.
+    const auto write_failure_report = [&](const std::string& error, const experiments::RunnerSnapshot& snapshot) {
+        parts.error = &error;
+        try {
+            write_report(snapshot);
+        } catch (const std::exception& e) {
+            fmt::print(stderr, "ember: {} was not written: {}\n", outcome.report.string(), e.what());
+        }
+    };
+
+    std::unique_ptr<experiments::ExperimentRunner> runner;
+    try {
+        if (!config.experiments.empty()) {
+            runner = std::make_unique<experiments::ExperimentRunner>(
+                experiments::specs_from_config(config), info,
+                experiments::RunnerOptions{config.hooks.failure, config.hooks.timeout_ms, {}});
+            runner->on_model_loaded(model_config);
+        }
+        runtime::Session session(*model.model, session_options);
+        if (runner) {
+            hooks::EvalInfo prefill;
+            prefill.n_tokens = outcome.prompt_tokens.size();
+            prefill.tracing = options.observer != nullptr;
+            runner->before_prefill(prefill);
+        }
+        // No runner: no hooks, so the session runs the DisabledHooks forward pass.
+        outcome.result = runtime::generate(session, outcome.prompt_tokens, generation, is_end, on_token, runner.get());
+        if (runner) {
+            runner->on_generation_complete(outcome.result.tokens.size(),
+                                           experiment_stop_reason(outcome.result.stop_reason));
+        }
+    } catch (const experiments::ExperimentFailure& failure) {
+        if (runner) runner->finish();
+        write_failure_report(failure.what(), runner ? runner->snapshot() : failure.snapshot().value_or(no_experiments));
+        throw;
+    } catch (const std::exception& e) {
+        if (runner) {
+            runner->notify_error(e.what(), generated.size());
+            runner->finish();
+        }
+        write_failure_report(e.what(), runner ? runner->snapshot() : no_experiments);
+        throw;
+    }
+
+    parts.result = &outcome.result;
+    if (runner) runner->finish();
+    const experiments::RunnerSnapshot snapshot = runner ? runner->snapshot() : no_experiments;
+    outcome.experiment_failures = snapshot.failures;
+    write_report(snapshot);
+    return outcome;
+}
+
+}  // namespace ember::app

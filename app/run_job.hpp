@@ -71,6 +71,7 @@ struct RunOutcome {
     std::filesystem::path report;                  // run.json
     std::size_t threads = 0;
     std::string route;
+    std::string cpu_variant;  // the backend's kernels (Backend::variant); empty before the session exists
 };
 
 RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model, const RunOptions& options = {});

@@ -11,5 +11,6 @@ int run_inspect(const std::vector<std::string>& args);
 int run_tokenize(const std::vector<std::string>& args);
 int run_generate(const std::vector<std::string>& args);
 int run_plugins(const std::vector<std::string>& args);
+int run_trace(const std::vector<std::string>& args);
 
 }  // namespace ember::app

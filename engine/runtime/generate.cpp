@@ -42,6 +42,7 @@ void report_sampling(const Session& session, const Sampler& sampler, std::size_t
     record.output_shape = {1, 1};
     record.input_bytes = n_vocab * sizeof(float);
     record.output_bytes = sizeof(std::int32_t);
+    record.start = start;
     record.duration_ns = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
     observer->on_op(record);

@@ -12,5 +12,7 @@ int run_tokenize(const std::vector<std::string>& args);
 int run_generate(const std::vector<std::string>& args);
 int run_plugins(const std::vector<std::string>& args);
 int run_trace(const std::vector<std::string>& args);
+int run_extract(const std::vector<std::string>& args);
+int run_verify(const std::vector<std::string>& args);
 
 }  // namespace ember::app

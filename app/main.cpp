@@ -23,6 +23,8 @@ constexpr Subcommand kSubcommands[] = {
     {"tokenize", "tokenize a text: ids, pieces and byte spans", ember::app::run_tokenize},
     {"generate", "continue a prompt: greedy or seeded sampling, streamed or as JSON", ember::app::run_generate},
     {"plugins", "validate experiment plugins: print a plugin's descriptor without running it", ember::app::run_plugins},
+    {"extract", "write hidden states, logits and a logit lens as .npy files with a manifest", ember::app::run_extract},
+    {"verify", "check a run directory against its manifest: checksums, shapes, seal", ember::app::run_verify},
     {"trace", "trace journals: export to the Chrome trace format, print a fingerprint", ember::app::run_trace},
 };
 

@@ -23,6 +23,7 @@
 #include "experiments/experiment_runner.hpp"
 #include "hooks/hooks.hpp"
 #include "models/model_config.hpp"
+#include "support/temp_dir.hpp"
 
 namespace ember::test {
 
@@ -171,26 +172,6 @@ struct LogLines {
             if (l.find(text) != std::string::npos) return true;
         return false;
     }
-};
-
-// A fresh directory under the system temp directory, removed with everything in it.
-class TempDir {
-public:
-    TempDir() {
-        std::string pattern = (std::filesystem::temp_directory_path() / "ember-test-XXXXXX").string();
-        REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-        path_ = pattern;
-    }
-    ~TempDir() {
-        std::error_code ec;
-        std::filesystem::remove_all(path_, ec);
-    }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    const std::filesystem::path& path() const { return path_; }
-
-private:
-    std::filesystem::path path_;
 };
 
 }  // namespace ember::test

@@ -140,7 +140,7 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     const auto route = runtime::route_from_name(config.model.route);
     if (!route) throw Error(fmt::format("model.route '{}' is not one of reference, fast", config.model.route));
     const EncodedPrompt prompt = encode_prompt(model.tokenizer(), read_prompt(config.prompt), config.prompt.add_bos);
-    const Selection selection = resolve(config.output, model.model().config().n_layers, prompt.ids.size());
+    const Selection selection = resolve(config.output, model.model().config(), prompt.ids.size());
     const std::size_t threads = effective_threads(config.model.threads);
 
     // The manifest goes first, before anything can fail half-way.

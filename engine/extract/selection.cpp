@@ -48,8 +48,13 @@ bool Selection::needs_all_logits() const {
     return logits_stage && !(positions.size() == 1 && positions[0] + 1 == n_tokens);
 }
 
-Selection resolve(const config::OutputSection& output, std::uint32_t n_layers, std::size_t n_tokens) {
+Selection resolve(const config::OutputSection& output, const models::ModelConfig& model, std::size_t n_tokens) {
     if (n_tokens == 0) throw Error("the prompt has no tokens");
+    const std::uint32_t n_layers = model.n_layers;
+    if (output.logit_lens > model.n_vocab) {
+        throw Error(fmt::format("output.logit_lens = {} is larger than the vocabulary ({} tokens)", output.logit_lens,
+                                model.n_vocab));
+    }
     Selection s;
     s.n_tokens = n_tokens;
     for (const std::string& name : output.stages) {

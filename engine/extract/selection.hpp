@@ -12,6 +12,7 @@
 
 #include "config/run_config.hpp"
 #include "hooks/hooks.hpp"
+#include "models/model_config.hpp"
 
 namespace ember::extract {
 
@@ -37,8 +38,9 @@ struct Selection {
 };
 
 // Checks the request against the model and the prompt; ember::Error naming the key
-// (output.layers, output.positions) for a layer or position that does not exist.
-Selection resolve(const config::OutputSection& output, std::uint32_t n_layers, std::size_t n_tokens);
+// (output.layers, output.positions, output.logit_lens) for a layer or position that does
+// not exist or a lens wider than the vocabulary.
+Selection resolve(const config::OutputSection& output, const models::ModelConfig& model, std::size_t n_tokens);
 
 // Command-line forms (ember extract), into `output`. UsageError naming the option.
 void parse_stages(const std::string& text, config::OutputSection& output);     // "after_layer,after_mlp"

@@ -20,6 +20,7 @@
 
 #include "gguf/gguf_file.hpp"
 #include "models/model_config.hpp"
+#include "support/files.hpp"
 #include "support/fixtures.hpp"
 #include "support/golden.hpp"
 #include "support/temp_dir.hpp"
@@ -31,13 +32,6 @@ namespace {
 namespace json = boost::json;
 
 double tolerance(models::Family family) { return family == models::Family::Gemma4 ? 2e-3 : 1e-5; }
-
-std::string read_all(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
 
 std::string fixture_sha256(const std::string& model) {
     std::istringstream sums(read_all(fixture_path("models/SHA256SUMS")));

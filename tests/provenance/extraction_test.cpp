@@ -20,6 +20,7 @@
 #include "extract/extraction.hpp"
 #include "extract/logit_lens.hpp"
 #include "extract/verify.hpp"
+#include "support/files.hpp"
 #include "support/fixtures.hpp"
 #include "support/temp_dir.hpp"
 
@@ -28,13 +29,6 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace json = boost::json;
-
-std::string read_all(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
 
 config::RunConfig request(const std::string& model, const fs::path& out) {
     config::RunConfig c;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "support/files.hpp"
 #include "support/fixtures.hpp"
 #include "support/temp_dir.hpp"
 
@@ -28,13 +29,6 @@ std::vector<std::string> lines_of(const std::filesystem::path& path) {
     std::vector<std::string> out;
     for (std::string line; std::getline(in, line);) out.push_back(line);
     return out;
-}
-
-std::string read_all(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
 }
 
 std::string generate_traced(const std::string& model, const std::filesystem::path& trace, const std::string& extra = "") {

@@ -13,6 +13,7 @@
 
 #include "extract/run_directory.hpp"
 #include "extract/verify.hpp"
+#include "support/files.hpp"
 #include "support/fixtures.hpp"
 #include "support/temp_dir.hpp"
 
@@ -21,15 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace json = boost::json;
-
-std::string read_all(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-void write_all(const fs::path& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 void flip(const fs::path& path, std::size_t offset) {
     std::string bytes = read_all(path);

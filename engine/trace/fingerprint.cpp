@@ -2,19 +2,35 @@
 
 #include <fmt/format.h>
 
+#include <iterator>
+
 #include "trace/journal_reader.hpp"
 
 namespace ember::trace {
 
+namespace {
+
+void append_line(fmt::memory_buffer& out, std::string_view name, std::string_view op_kind, std::int32_t layer,
+                 Shape input, Shape output) {
+    auto it = std::back_inserter(out);
+    if (layer < 0) fmt::format_to(it, "{}\t{}\t-\t", name, op_kind);
+    else fmt::format_to(it, "{}\t{}\t{}\t", name, op_kind, layer);
+    fmt::format_to(it, "{}x{}\t{}x{}\n", input[0], input[1], output[0], output[1]);
+}
+
+}  // namespace
+
 std::string fingerprint_line(std::string_view name, std::string_view op_kind, std::int32_t layer, Shape input,
                              Shape output) {
-    const std::string layer_text = layer < 0 ? std::string("-") : std::to_string(layer);
-    return fmt::format("{}\t{}\t{}\t{}x{}\t{}x{}\n", name, op_kind, layer_text, input[0], input[1], output[0],
-                       output[1]);
+    fmt::memory_buffer line;
+    append_line(line, name, op_kind, layer, input, output);
+    return fmt::to_string(line);
 }
 
 void Fingerprint::add(std::string_view name, std::string_view op_kind, std::int32_t layer, Shape input, Shape output) {
-    sha_.update(fingerprint_line(name, op_kind, layer, input, output));
+    line_.clear();
+    append_line(line_, name, op_kind, layer, input, output);
+    sha_.update(std::string_view(line_.data(), line_.size()));
     ++operations_;
 }
 

@@ -9,6 +9,8 @@
 // fingerprint_of_journal() recomputes it from a written trace (docs/formats.md).
 #pragma once
 
+#include <fmt/format.h>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -35,6 +37,7 @@ public:
 private:
     Sha256 sha_;
     std::size_t operations_ = 0;
+    fmt::memory_buffer line_;  // reused: no allocation per operation
 };
 
 // Recomputes the fingerprint of a trace journal (one JSON object per line). Throws

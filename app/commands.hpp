@@ -14,5 +14,7 @@ int run_plugins(const std::vector<std::string>& args);
 int run_trace(const std::vector<std::string>& args);
 int run_extract(const std::vector<std::string>& args);
 int run_verify(const std::vector<std::string>& args);
+int run_quantize(const std::vector<std::string>& args);
+int run_synth(const std::vector<std::string>& args);
 
 }  // namespace ember::app

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "common/error.hpp"
+#include "kernels/fast/fast_backend.hpp"
 #include "kernels/reference/reference_backend.hpp"
 
 namespace ember::runtime {
@@ -37,9 +38,9 @@ std::optional<Route> route_from_name(std::string_view name) {
 std::unique_ptr<kernels::Backend> make_backend(Route route) {
     switch (route) {
         case Route::Reference: return kernels::reference::make_reference_backend();
-        case Route::Fast: break;
+        case Route::Fast: return kernels::fast::make_fast_backend();
     }
-    throw Error("the fast route is not available yet; use --route reference");
+    throw Error("unknown route");
 }
 
 std::size_t default_context_length(const models::ModelConfig& config) {

@@ -1,0 +1,49 @@
+// ember synth --shape llama-1b --vocab-from MODEL.gguf --type q8_0|f16 [--seed N] OUT.gguf
+// Writes a random-weight model of a real shape carrying another model's tokenizer, for
+// benchmarks that need no download (engine/model_tools/synth.hpp).
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "cli.hpp"
+#include "commands.hpp"
+#include "common/error.hpp"
+#include "model_tools/synth.hpp"
+
+namespace ember::app {
+
+int run_synth(const std::vector<std::string>& args) {
+    std::string shapes;
+    for (const auto& s : model_tools::synth_shapes()) {
+        if (!shapes.empty()) shapes += '|';
+        shapes += s.name;
+    }
+    po::options_description options("synth options");
+    options.add_options()
+        ("output", po::value<std::string>()->required(), "GGUF file to write (the positional argument)")
+        ("shape", po::value<std::string>()->default_value("llama-1b"), shapes.c_str())
+        ("vocab-from", po::value<std::string>()->required(), "GGUF whose tokenizer.* metadata is copied")
+        ("type", po::value<std::string>()->default_value("q8_0"), "weight type: q8_0|f16")
+        ("seed", po::value<std::uint64_t>()->default_value(1), "random seed (same seed, same bytes)");
+    po::positional_options_description positional;
+    positional.add("output", 1);
+    po::variables_map vm;
+    if (!parse_options("synth", args, options, positional, vm)) return kExitOk;
+
+    model_tools::SynthOptions o;
+    o.shape = vm["shape"].as<std::string>();
+    o.vocab_from = vm["vocab-from"].as<std::string>();
+    o.seed = vm["seed"].as<std::uint64_t>();
+    const std::string type = vm["type"].as<std::string>();
+    if (type == "q8_0") o.type = gguf::GgmlType::Q8_0;
+    else if (type == "f16") o.type = gguf::GgmlType::F16;
+    else throw UsageError(fmt::format("ember synth: --type '{}' is not q8_0 or f16", type));
+
+    const std::string output = vm["output"].as<std::string>();
+    model_tools::write_synth_model(o, output);
+    fmt::print("wrote {} ({} bytes): shape {}, {} weights, seed {}\n", output, std::filesystem::file_size(output), o.shape,
+               type, o.seed);
+    return kExitOk;
+}
+
+}  // namespace ember::app

@@ -1,0 +1,97 @@
+#include "kernels/fast/kernel_set.hpp"
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "common/error.hpp"
+#include "kernels/fast/variant_kernels.hpp"
+
+namespace ember::kernels::fast {
+
+namespace {
+
+KernelSet scalar_set() {
+    KernelSet k;
+    k.variant = CpuVariant::scalar;
+    k.description = "scalar";
+    k.quantize_row_q8_0 = scalar::quantize_row_q8_0;
+    k.round_row_f16 = scalar::round_row_f16;
+    k.round_row_bf16 = scalar::round_row_bf16;
+    k.q8_0_matmul_rows = scalar::q8_0_matmul_rows;
+    k.f16_matmul_rows = scalar::f16_matmul_rows;
+    k.bf16_matmul_rows = scalar::bf16_matmul_rows;
+    k.f32_matmul_rows = scalar::f32_matmul_rows;
+    k.swiglu_row = scalar::swiglu_row;
+    k.softmax_row = scalar::softmax_row;
+    k.weighted_sum_f32 = scalar::weighted_sum_f32;
+    k.weighted_sum_f16 = scalar::weighted_sum_f16;
+    return k;
+}
+
+KernelSet avx2_set() {
+    KernelSet k;
+    k.variant = CpuVariant::avx2;
+    k.description = "avx2";
+    k.quantize_row_q8_0 = avx2::quantize_row_q8_0;
+    k.round_row_f16 = avx2::round_row_f16;
+    k.round_row_bf16 = avx2::round_row_bf16;
+    k.q8_0_matmul_rows = avx2::q8_0_matmul_rows;
+    k.f16_matmul_rows = avx2::f16_matmul_rows;
+    k.bf16_matmul_rows = avx2::bf16_matmul_rows;
+    k.f32_matmul_rows = avx2::f32_matmul_rows;
+    k.swiglu_row = avx2::swiglu_row;
+    k.softmax_row = avx2::softmax_row;
+    k.weighted_sum_f32 = avx2::weighted_sum_f32;
+    k.weighted_sum_f16 = avx2::weighted_sum_f16;
+    return k;
+}
+
+// AVX-512 F/BW/VL/DQ kernels; without VNNI the Q8_0 product is the AVX2 one, without
+// AVX512_BF16 the BF16 product converts to F32 and uses FMA.
+KernelSet avx512_set(const CpuFeatures& f) {
+    KernelSet k = avx2_set();
+    k.variant = CpuVariant::avx512;
+    k.quantize_row_q8_0 = avx512::quantize_row_q8_0;
+    k.round_row_f16 = avx512::round_row_f16;
+    k.round_row_bf16 = avx512::round_row_bf16;
+    k.f16_matmul_rows = avx512::f16_matmul_rows;
+    k.bf16_matmul_rows = avx512::bf16_matmul_rows;
+    k.f32_matmul_rows = avx512::f32_matmul_rows;
+    k.swiglu_row = avx512::swiglu_row;
+    k.softmax_row = avx512::softmax_row;
+    k.weighted_sum_f32 = avx512::weighted_sum_f32;
+    k.weighted_sum_f16 = avx512::weighted_sum_f16;
+    if (f.avx512vnni) k.q8_0_matmul_rows = avx512_vnni::q8_0_matmul_rows;
+    if (f.avx512bf16) k.bf16_matmul_rows = avx512_bf16::bf16_matmul_rows;
+    if (f.avx512vnni && f.avx512bf16) k.description = "avx512+vnni+bf16";
+    else if (f.avx512vnni) k.description = "avx512+vnni";
+    else if (f.avx512bf16) k.description = "avx512+bf16";
+    else k.description = "avx512";
+    return k;
+}
+
+}  // namespace
+
+KernelSet make_kernel_set(CpuVariant variant, const CpuFeatures& features) {
+    std::string missing;
+    if (!supports(features, variant, &missing)) {
+        throw Error(fmt::format("this CPU cannot run the {} kernels (missing {})", variant_name(variant), missing));
+    }
+    switch (variant) {
+        case CpuVariant::scalar: return scalar_set();
+        case CpuVariant::avx2: return avx2_set();
+        case CpuVariant::avx512: return avx512_set(features);
+    }
+    throw Error("unknown CPU variant");
+}
+
+const KernelSet& process_kernel_set() {
+    static const KernelSet chosen = [] {
+        const CpuFeatures features = detect_cpu_features();
+        return make_kernel_set(choose_variant(features, std::getenv("EMBER_CPU")), features);
+    }();
+    return chosen;
+}
+
+}  // namespace ember::kernels::fast

@@ -1,0 +1,68 @@
+// Matrix products on packed weights straight from the mmap, parallel over output rows.
+//
+// Like llama.cpp on x86 (model-math §2.9), activations are first converted to the type
+// the weight's dot product reads, once per product (or once for several products that
+// share an input, e.g. Q/K/V):
+//   Q8_0 weights -> activations quantized to Q8_0 blocks (x86 runtime rule)
+//   F16 weights  -> activations rounded to F16 (round to nearest even)
+//   BF16 weights -> activations rounded to BF16 (model-math §2.1)
+//   F32 weights  -> activations used as they are (no copy)
+// The converted rows live in a caller-provided workspace, so a product allocates
+// nothing. Results do not depend on the thread count or on n_tokens (docs/fast-path.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "gguf/ggml_type.hpp"
+#include "kernels/fast/kernel_set.hpp"
+#include "kernels/fast/kernel_types.hpp"
+#include "kernels/fast/thread_pool.hpp"
+#include "kernels/weight.hpp"
+
+namespace ember::kernels::fast {
+
+// Whether the fast route has a product for weights of this type (F32, F16, BF16, Q8_0).
+bool has_matmul(gguf::GgmlType weight_type);
+
+// Bytes of one token's converted activations (rounded up to 64), and of the workspace
+// that convert_activations needs for n_tokens of them (0 for F32 weights).
+std::size_t activation_row_bytes(gguf::GgmlType weight_type, std::size_t cols);
+std::size_t activation_workspace_bytes(gguf::GgmlType weight_type, std::size_t cols, std::size_t n_tokens);
+
+// Activations [n_tokens, cols] in the form a weight type's product reads.
+struct ConvertedActivations {
+    gguf::GgmlType weight_type = gguf::GgmlType::F32;
+    const std::byte* data = nullptr;  // token t at data + t * row_bytes
+    std::size_t row_bytes = 0;
+    std::size_t n_tokens = 0;
+    std::size_t cols = 0;
+};
+
+// Converts x [n_tokens, cols] (row-major F32) for products with `weight_type` weights.
+// The result points into `workspace` (or at x itself for F32) and is valid while they
+// are. ember::Error for an unsupported type, cols not a multiple of 32 for Q8_0, or a
+// workspace smaller than activation_workspace_bytes.
+ConvertedActivations convert_activations(const KernelSet& kernels, ThreadPool& pool, gguf::GgmlType weight_type,
+                                         const float* x, std::size_t n_tokens, std::size_t cols,
+                                         std::span<std::byte> workspace);
+
+// y [x.n_tokens, w.rows]: y[t * y_stride + r] = dot(row r of w, token t of x), with
+// y_stride = w.rows when 0. ember::Error if x was converted for another type or has
+// another column count.
+void matmul(const KernelSet& kernels, ThreadPool& pool, const WeightMatrix& w, const ConvertedActivations& x, float* y,
+            std::size_t y_stride = 0);
+
+// Both steps at once: y [n_tokens, w.rows] = x [n_tokens, w.cols] times w transposed.
+void matmul(const KernelSet& kernels, ThreadPool& pool, const WeightMatrix& w, const float* x, std::size_t n_tokens,
+            float* y, std::span<std::byte> workspace);
+
+// Single dot products of already converted rows (the 1 x 1 case of the products above,
+// bit-identical to them).
+float q8_0_dot(const KernelSet& kernels, const BlockQ8_0* w, const BlockQ8_0* a, std::size_t n_blocks);
+float f16_dot(const KernelSet& kernels, const std::uint16_t* w, const std::uint16_t* a, std::size_t n);
+float bf16_dot(const KernelSet& kernels, const std::uint16_t* w, const std::uint16_t* a, std::size_t n);
+float f32_dot(const KernelSet& kernels, const float* w, const float* a, std::size_t n);
+
+}  // namespace ember::kernels::fast

@@ -1,0 +1,67 @@
+// Internal: the kernels each variant translation unit defines. kernel_set.cpp takes
+// their addresses; nothing else calls them directly. Each namespace's functions are
+// compiled with exactly the instruction-set flags that namespace needs (CMakeLists.txt)
+// and must only run on a CPU that has them.
+//
+// Rule for the variant translation units: intrinsics, compiler builtins and plain code
+// only — no standard-library templates or inline functions with external linkage, which
+// the linker could merge with copies built for a different instruction set.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/fast/kernel_types.hpp"
+
+namespace ember::kernels::fast {
+
+namespace scalar {  // baseline flags
+void quantize_row_q8_0(const float* x, BlockQ8_0* y, std::size_t n);
+void round_row_f16(const float* x, std::uint16_t* y, std::size_t n);
+void round_row_bf16(const float* x, std::uint16_t* y, std::size_t n);
+void q8_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void f16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void bf16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void f32_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void swiglu_row(const float* gate, const float* up, float* out, std::size_t n);
+void softmax_row(float* scores, std::size_t n, float scale);
+void weighted_sum_f32(const WeightedSumTask& task);
+void weighted_sum_f16(const WeightedSumTask& task);
+}  // namespace scalar
+
+namespace avx2 {  // -mavx2 -mfma -mf16c
+void quantize_row_q8_0(const float* x, BlockQ8_0* y, std::size_t n);
+void round_row_f16(const float* x, std::uint16_t* y, std::size_t n);
+void round_row_bf16(const float* x, std::uint16_t* y, std::size_t n);
+void q8_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void f16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void bf16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void f32_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void swiglu_row(const float* gate, const float* up, float* out, std::size_t n);
+void softmax_row(float* scores, std::size_t n, float scale);
+void weighted_sum_f32(const WeightedSumTask& task);
+void weighted_sum_f16(const WeightedSumTask& task);
+}  // namespace avx2
+
+namespace avx512 {  // avx2 flags + -mavx512f -mavx512bw -mavx512vl -mavx512dq
+void quantize_row_q8_0(const float* x, BlockQ8_0* y, std::size_t n);
+void round_row_f16(const float* x, std::uint16_t* y, std::size_t n);
+void round_row_bf16(const float* x, std::uint16_t* y, std::size_t n);
+void f16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void bf16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void f32_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void swiglu_row(const float* gate, const float* up, float* out, std::size_t n);
+void softmax_row(float* scores, std::size_t n, float scale);
+void weighted_sum_f32(const WeightedSumTask& task);
+void weighted_sum_f16(const WeightedSumTask& task);
+}  // namespace avx512
+
+namespace avx512_vnni {  // avx512 flags + -mavx512vnni
+void q8_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+}  // namespace avx512_vnni
+
+namespace avx512_bf16 {  // avx512 flags + -mavx512bf16
+void bf16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+}  // namespace avx512_bf16
+
+}  // namespace ember::kernels::fast

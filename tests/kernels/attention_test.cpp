@@ -1,0 +1,212 @@
+// Rung: below the ladder (kernel unit tests). The fast route's attention pieces and the
+// whole attention for every kernel set this CPU runs, against a double-precision
+// reference of model-math §3.4/§3.6/§3.7 (causal and sliding-window masks, grouped KV
+// heads, F32 and F16 caches; for an F16 cache the queries are rounded to F16 first).
+// Tolerances follow from F32 arithmetic: softmax probabilities within 8 F32 ulps
+// (vector exp <= 2 ulp, sum, reciprocal); weighted sums within (n + 2) ulps of the sum
+// of |terms|; attention outputs within 2e-5 of the row's largest |value|. A decoded
+// token equals the same row of a prefill bit for bit, and so do 1 and 2 threads.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kernel_test_support.hpp"
+#include "kernels/fast/aligned_buffer.hpp"
+#include "kernels/fast/attention.hpp"
+#include "common/error.hpp"
+#include "kernels/fast/half_precision.hpp"
+
+using namespace ember::test;
+namespace fast = ember::kernels::fast;
+
+namespace {
+
+struct Cache {
+    fast::KvType type;
+    std::size_t positions, width;  // width = n_head_kv * head_dim
+    std::vector<std::byte> keys, values;
+    std::vector<double> key_values, value_values;  // exact stored values
+
+    fast::KvCacheView view() const {
+        const std::size_t element = type == fast::KvType::f32 ? 4 : 2;
+        return {type, keys.data(), values.data(), width * element, positions};
+    }
+};
+
+Cache random_cache(std::mt19937& rng, fast::KvType type, std::size_t positions, std::size_t width) {
+    Cache c{type, positions, width, {}, {}, {}, {}};
+    const std::size_t element = type == fast::KvType::f32 ? 4 : 2;
+    for (auto* pair : {&c.keys, &c.values}) pair->resize(positions * width * element);
+    c.key_values.resize(positions * width);
+    c.value_values.resize(positions * width);
+    const auto k = random_floats(rng, positions * width, 1.0f);
+    const auto v = random_floats(rng, positions * width, 1.0f);
+    for (std::size_t i = 0; i < positions * width; ++i) {
+        if (type == fast::KvType::f32) {
+            std::memcpy(c.keys.data() + 4 * i, &k[i], 4);
+            std::memcpy(c.values.data() + 4 * i, &v[i], 4);
+            c.key_values[i] = k[i];
+            c.value_values[i] = v[i];
+        } else {
+            const std::uint16_t hk = ref_float_to_half(k[i]), hv = ref_float_to_half(v[i]);
+            std::memcpy(c.keys.data() + 2 * i, &hk, 2);
+            std::memcpy(c.values.data() + 2 * i, &hv, 2);
+            c.key_values[i] = ref_half_value(hk);
+            c.value_values[i] = ref_half_value(hv);
+        }
+    }
+    return c;
+}
+
+// out [T, H * D] in double.
+std::vector<double> reference_attention(const std::vector<float>& q, std::size_t n_tokens, const Cache& c,
+                                        std::size_t first_position, const fast::AttentionShape& s) {
+    const std::size_t D = s.head_dim, G = s.n_head / s.n_head_kv;
+    std::vector<double> out(n_tokens * s.n_head * D, 0.0);
+    for (std::size_t t = 0; t < n_tokens; ++t) {
+        const std::size_t p = first_position + t;
+        const std::size_t begin = s.window == 0 || p < s.window ? 0 : p - s.window + 1;
+        for (std::size_t h = 0; h < s.n_head; ++h) {
+            const std::size_t g = h / G;
+            std::vector<double> w(p + 1 - begin);
+            double max = -INFINITY;
+            for (std::size_t j = begin; j <= p; ++j) {
+                double dot = 0;
+                for (std::size_t d = 0; d < D; ++d) {
+                    const float qv = q[t * s.n_head * D + h * D + d];
+                    const double qd = c.type == fast::KvType::f16 ? ref_half_value(ref_float_to_half(qv)) : qv;
+                    dot += qd * c.key_values[j * c.width + g * D + d];
+                }
+                w[j - begin] = static_cast<double>(static_cast<float>(dot) * s.scale);
+                max = std::max(max, w[j - begin]);
+            }
+            double total = 0;
+            for (auto& x : w) total += (x = std::exp(x - max));
+            for (std::size_t j = begin; j <= p; ++j) {
+                for (std::size_t d = 0; d < D; ++d) {
+                    out[t * s.n_head * D + h * D + d] += w[j - begin] / total * c.value_values[j * c.width + g * D + d];
+                }
+            }
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("softmax_row: probabilities within 8 ulps, summing to 1, in every kernel set") {
+    std::mt19937 rng(41);
+    for (const auto& k : runnable_kernel_sets()) {
+        CAPTURE(k.description);
+        for (std::size_t n : {1, 2, 7, 16, 17, 100, 1000}) {
+            const auto scores = random_floats(rng, n, 8.0f);
+            std::vector<float> p = scores;
+            k.softmax_row(p.data(), n, 0.125f);
+            double max = -INFINITY, total = 0, sum = 0;
+            for (float s : scores) max = std::max(max, static_cast<double>(s * 0.125f));
+            for (float s : scores) total += std::exp(s * 0.125f - max);
+            for (std::size_t i = 0; i < n; ++i) {
+                const double want = std::exp(scores[i] * 0.125f - max) / total;
+                CHECK(std::fabs(p[i] - want) <= 8 * std::ldexp(1.0, -24) * want + 1e-37);
+                sum += p[i];
+            }
+            CHECK(sum == doctest::Approx(1.0).epsilon(1e-6));
+        }
+    }
+}
+
+TEST_CASE("weighted sums of F32 and F16 value rows within the summation bound") {
+    std::mt19937 rng(42);
+    for (const auto& k : runnable_kernel_sets()) {
+        CAPTURE(k.description);
+        for (fast::KvType type : {fast::KvType::f32, fast::KvType::f16}) {
+            for (std::size_t D : {8, 16, 24, 64, 100, 256}) {
+                for (std::size_t heads : {1, 3, 4, 5}) {
+                    const std::size_t n = 37;
+                    const Cache c = random_cache(rng, type, n, D);
+                    const auto p = random_floats(rng, heads * n, 0.1f);
+                    std::vector<float> out(heads * D, -7.0f);
+                    const fast::WeightedSumTask task{p.data(), n, heads, n, c.values.data(), c.view().row_bytes, D, out.data(), D};
+                    (type == fast::KvType::f32 ? k.weighted_sum_f32 : k.weighted_sum_f16)(task);
+                    for (std::size_t h = 0; h < heads; ++h) {
+                        for (std::size_t d = 0; d < D; ++d) {
+                            double want = 0, magnitude = 0;
+                            for (std::size_t j = 0; j < n; ++j) {
+                                const double term = p[h * n + j] * c.value_values[j * D + d];
+                                want += term;
+                                magnitude += std::fabs(term);
+                            }
+                            CHECK(std::fabs(out[h * D + d] - want) <= (n + 2) * std::ldexp(1.0, -24) * magnitude);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("attention: masks, grouped heads, F32 and F16 caches, decode equal to prefill rows, any thread count") {
+    std::mt19937 rng(43);
+    const auto sets = runnable_kernel_sets();
+    fast::ThreadPool one(1), two(2);
+    struct Case {
+        std::size_t n_head, n_head_kv, head_dim, window;
+    };
+    for (const Case& shape_case : {Case{8, 4, 8, 0}, Case{32, 8, 64, 0}, Case{4, 4, 32, 0}, Case{4, 2, 64, 4}, Case{2, 1, 256, 3}}) {
+        const fast::AttentionShape s{shape_case.n_head, shape_case.n_head_kv, shape_case.head_dim,
+                                     1.0f / std::sqrt(static_cast<float>(shape_case.head_dim)), shape_case.window};
+        for (fast::KvType type : {fast::KvType::f32, fast::KvType::f16}) {
+            const std::size_t first = 3, n_tokens = 17, positions = first + n_tokens;
+            const Cache c = random_cache(rng, type, positions, s.n_head_kv * s.head_dim);
+            const std::size_t width = s.n_head * s.head_dim;
+            const auto q = random_floats(rng, n_tokens * width, 1.0f);
+            const auto want = reference_attention(q, n_tokens, c, first, s);
+            fast::AlignedBuffer workspace(fast::attention_workspace_bytes(2, s, positions));
+            for (const auto& k : sets) {
+                CAPTURE(k.description);
+                CAPTURE(s.n_head);
+                CAPTURE(s.head_dim);
+                CAPTURE(s.window);
+                CAPTURE(static_cast<int>(type));
+                std::vector<float> out1(n_tokens * width), out2(n_tokens * width);
+                fast::attention(k, one, q.data(), width, n_tokens, c.view(), first, s, out1.data(), width, workspace.span());
+                fast::attention(k, two, q.data(), width, n_tokens, c.view(), first, s, out2.data(), width, workspace.span());
+                REQUIRE(std::memcmp(out1.data(), out2.data(), out1.size() * 4) == 0);
+                for (std::size_t t = 0; t < n_tokens; ++t) {
+                    for (std::size_t h = 0; h < s.n_head; ++h) {
+                        double largest = 0;
+                        for (std::size_t d = 0; d < s.head_dim; ++d) largest = std::max(largest, std::fabs(want[t * width + h * s.head_dim + d]));
+                        for (std::size_t d = 0; d < s.head_dim; ++d) {
+                            const std::size_t i = t * width + h * s.head_dim + d;
+                            if (!(std::fabs(out1[i] - want[i]) <= 2e-5 * largest)) {
+                                FAIL("token " << t << " head " << h << " dim " << d << ": " << out1[i] << " vs " << want[i]);
+                            }
+                        }
+                    }
+                    // the same token decoded alone
+                    std::vector<float> single(width);
+                    fast::attention(k, two, q.data() + t * width, width, 1, c.view(), first + t, s, single.data(), width,
+                                    workspace.span());
+                    REQUIRE(std::memcmp(single.data(), out1.data() + t * width, width * 4) == 0);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("attention: positions beyond the cache and a short workspace are named errors") {
+    const fast::AttentionShape s{4, 2, 8, 1.0f, 0};
+    std::mt19937 rng(44);
+    const Cache c = random_cache(rng, fast::KvType::f32, 4, 16);
+    std::vector<float> q(32 * 2), out(32 * 2);
+    fast::ThreadPool pool(1);
+    fast::AlignedBuffer workspace(fast::attention_workspace_bytes(1, s, 8));
+    CHECK_THROWS_WITH_AS(fast::attention(fast::process_kernel_set(), pool, q.data(), 32, 2, c.view(), 3, s, out.data(), 32, workspace.span()),
+                         doctest::Contains("cache holds 4"), ember::Error);
+    fast::AlignedBuffer small(8);
+    CHECK_THROWS_WITH_AS(fast::attention(fast::process_kernel_set(), pool, q.data(), 32, 2, c.view(), 0, s, out.data(), 32, small.span()),
+                         doctest::Contains("workspace too small"), ember::Error);
+    const fast::AttentionShape bad{6, 4, 8, 1.0f, 0};
+    CHECK_THROWS_AS(fast::attention_workspace_bytes(1, bad, 8), ember::Error);
+}

@@ -148,41 +148,52 @@ TEST_CASE("trace journal: the derived structure, every field, FLOPs, phase and s
     }
 }
 
-// One pinned literal per family on the reference route, beside the structural checks
-// above (which pin every route to the derived structure). A change here means the
-// execution structure changed. To regenerate deliberately, after checking the new
-// structure is intended:
-//   ember generate --model ../shared/fixtures/models/MODEL.gguf --route reference
+// One pinned literal per family, beside the structural checks above (which pin every
+// route to the derived structure). A change here means the execution structure changed.
+// To regenerate deliberately, after checking the new structure is intended:
+//   ember generate --model ../shared/fixtures/models/MODEL.gguf --route ROUTE
 //     --prompt "Once upon a time, there was a little girl" --max-tokens 3 --trace /tmp/t.jsonl
 //   ember trace fingerprint /tmp/t.jsonl
-TEST_CASE("trace fingerprints: one pinned value per family on the reference route") {
+TEST_CASE("trace fingerprints: one pinned value per family, for every built route") {
+    // Both routes run the same operations today (the fast route fuses nothing), so one
+    // value per family serves both; a route that fuses operations gets its own pin here.
     const std::pair<const char*, const char*> pinned[] = {
         {"stories260K", "ec4e07296d38e1fdfed87291c16ecb8cd5ccd522b88d1245cfa7888257d49824"},
         {"synth-qwen3-q8_0", "bc2636ca2a5bcb8088d8f0bcfda177461c06f33c0162b9b740befc5b946a3f5c"},
         {"synth-gemma4-e-q8_0", "20b0da5ff0f7ef5716ea053e6131ac97c671187dff25de89761e9fc36e0184e8"},
     };
     for (const auto& [name, fingerprint] : pinned) {
-        CAPTURE(name);
         const gguf::File file = gguf::File::open(fixture_path(fmt::format("models/{}.gguf", name)));
         const auto model = models::load_model(file);
         const auto tok = tokenizer::Tokenizer::from_gguf(file);
         const auto golden = load_golden(f32_golden_path(name));
         REQUIRE(golden.prompts.at(0).text == "Once upon a time, there was a little girl");
-        TempDir dir;
-        const TracedRun run = traced_generation(*model, tok, golden.prompts[0].tokens, runtime::Route::Reference, dir);
-        CHECK(run.summary.fingerprint == fingerprint);
-        CHECK(fingerprint_of(expected_run(file, model->config(), golden.prompts[0].tokens.size(), run.result).ops) ==
-              fingerprint);
-        // Timings and thread counts are not part of it.
-        TempDir other;
-        CHECK(traced_generation(*model, tok, golden.prompts[0].tokens, runtime::Route::Reference, other, 1)
-                  .summary.fingerprint == run.summary.fingerprint);
+        for (runtime::Route route : kRoutes) {
+            if (!route_built(route)) continue;
+            CAPTURE(name);
+            CAPTURE(runtime::route_name(route));
+            TempDir dir;
+            const TracedRun run = traced_generation(*model, tok, golden.prompts[0].tokens, route, dir);
+            CHECK(run.summary.fingerprint == fingerprint);
+            CHECK(fingerprint_of(expected_run(file, model->config(), golden.prompts[0].tokens.size(), run.result).ops) ==
+                  fingerprint);
+            // Timings and thread counts are not part of it.
+            TempDir other;
+            CHECK(traced_generation(*model, tok, golden.prompts[0].tokens, route, other, 1).summary.fingerprint ==
+                  run.summary.fingerprint);
+        }
     }
 }
 
-TEST_CASE("tracing changes no value: traced and untraced runs agree bitwise; off means no observer") {
-    for (const char* name : {"stories260K", "synth-qwen3-q8_0", "synth-gemma4-e-q8_0"}) {
+TEST_CASE("tracing changes no value: traced and untraced runs agree bitwise on every route; off means no observer") {
+    for (const auto& [name, route] : {std::pair{"stories260K", runtime::Route::Reference},
+                                      std::pair{"synth-qwen3-q8_0", runtime::Route::Reference},
+                                      std::pair{"synth-gemma4-e-q8_0", runtime::Route::Reference},
+                                      std::pair{"synth-llama3-q8_0", runtime::Route::Fast},
+                                      std::pair{"synth-gemma4-e-q8_0", runtime::Route::Fast}}) {
+        if (!route_built(route)) continue;
         CAPTURE(name);
+        CAPTURE(runtime::route_name(route));
         const gguf::File file = gguf::File::open(fixture_path(fmt::format("models/{}.gguf", name)));
         const auto model = models::load_model(file);
         const auto tok = tokenizer::Tokenizer::from_gguf(file);
@@ -190,14 +201,14 @@ TEST_CASE("tracing changes no value: traced and untraced runs agree bitwise; off
         const std::size_t T = prompt.size();
         const std::size_t V = model->config().n_vocab;
 
-        runtime::Session plain(*model, {.threads = 2, .max_batch = T, .all_logits = true});
+        runtime::Session plain(*model, {.route = route, .threads = 2, .max_batch = T, .all_logits = true});
         CHECK(plain.observer() == nullptr);
         const kernels::ConstRows plain_logits = plain.prefill(prompt, true);
         const std::vector<float> expected(plain_logits.data, plain_logits.data + T * V);
 
         TempDir dir;
         trace::Journal journal(dir.path() / "t.jsonl");
-        runtime::Session traced(*model, {.threads = 2, .max_batch = T, .all_logits = true, .observer = &journal});
+        runtime::Session traced(*model, {.route = route, .threads = 2, .max_batch = T, .all_logits = true, .observer = &journal});
         const kernels::ConstRows logits = traced.prefill(prompt, true);
         CHECK(std::memcmp(logits.data, expected.data(), expected.size() * sizeof(float)) == 0);
 

@@ -40,11 +40,17 @@ std::string read_prompt(const po::variables_map& vm) {
     const bool has_file = vm.count("file") > 0;
     if (has_text == has_file) throw UsageError("give exactly one of --prompt TEXT or --file PATH");
     if (has_text) return vm["prompt"].as<std::string>();
-    const auto path = vm["file"].as<std::string>();
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(fmt::format("{}: cannot open prompt file", path));
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return read_file(vm["file"].as<std::string>(), "prompt file");
 }
+
+std::string read_file(const std::filesystem::path& path, std::string_view what) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(fmt::format("{}: cannot open {}", path.string(), what));
+    std::string bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>{});
+    if (in.bad()) throw Error(fmt::format("{}: cannot read {}", path.string(), what));
+    return bytes;
+}
+
 
 void print_json(const boost::json::value& value) { std::cout << pretty_json(value) << "\n"; }
 

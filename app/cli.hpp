@@ -5,10 +5,13 @@
 #include <boost/json.hpp>
 #include <boost/program_options.hpp>
 
+#include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "common/json_pretty.hpp"
 #include "models/model_config.hpp"
 
 namespace ember::app {
@@ -27,8 +30,14 @@ bool parse_options(const std::string& command, const std::vector<std::string>& a
 // --arch auto|llama|qwen3|gemma4 -> nullopt for auto; UsageError for anything else.
 std::optional<models::Family> parse_arch(const std::string& arch);
 
+// The whole file's bytes; ember::Error "PATH: cannot open WHAT" when it cannot be read.
+std::string read_file(const std::filesystem::path& path, std::string_view what);
+
 // Reads --prompt TEXT or --file PATH (exactly one); UsageError otherwise.
 std::string read_prompt(const po::variables_map& vm);
+
+// pretty_json (a JSON value indented two spaces a level, arrays of scalars on one line)
+// is ember::pretty_json from common/json_pretty.hpp.
 
 // Pretty-prints a JSON value followed by a newline to stdout.
 void print_json(const boost::json::value& value);

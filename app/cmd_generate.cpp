@@ -8,8 +8,7 @@
 // stderr); --json prints one object at the end. Both are described in docs/generate.md.
 #include <fmt/format.h>
 
-#include <chrono>
-#include <cstdio>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -17,6 +16,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
+#include "generation_output.hpp"
 #include "gguf/gguf_file.hpp"
 #include "models/model.hpp"
 #include "runtime/generate.hpp"
@@ -30,22 +30,6 @@ namespace ember::app {
 namespace {
 
 namespace json = boost::json;
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
-
-std::string hex(std::string_view bytes) {
-    std::string out;
-    for (const char c : bytes) fmt::format_to(std::back_inserter(out), "{:02x}", static_cast<unsigned char>(c));
-    return out;
-}
-
-void write_stdout(std::string_view text) {
-    if (text.empty()) return;
-    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
-        throw Error("cannot write the generated text to standard output");
-    }
-}
 
 // A non-negative integer option (Boost would wrap "-1" into a huge unsigned value).
 std::size_t count_option(const po::variables_map& vm, const char* name, long long min) {
@@ -56,8 +40,6 @@ std::size_t count_option(const po::variables_map& vm, const char* name, long lon
 
 // A float option as the decimal the user wrote (0.8, not 0.800000011920929).
 double shortest(float v) { return std::stod(fmt::format("{}", v)); }
-
-double per_second(std::size_t count, double ms) { return ms > 0 ? count / (ms / 1000.0) : 0.0; }
 
 }  // namespace
 
@@ -117,24 +99,18 @@ int run_generate(const std::vector<std::string>& args) {
     if (vm.count("trace")) session_options.observer = &journal.emplace(vm["trace"].as<std::string>());
     runtime::Session session(*model, session_options);
 
-    Utf8Stream stream;
-    const auto print_token = [&](std::int32_t token) { write_stdout(stream.push(tok.piece(token))); };
+    TextPrinter print_token(tok);
     const auto is_end = [&](std::int32_t token) { return tok.is_end_of_generation(token); };
     const runtime::GenerationResult result =
         as_json ? runtime::generate(session, prompt_tokens, generation, is_end)
-                : runtime::generate(session, prompt_tokens, generation, is_end, print_token);
+                : runtime::generate(session, prompt_tokens, generation, is_end, std::ref(print_token));
     const double total_ms = ms_since(start);
-    const runtime::GenerationTimings& t = result.timings;
     std::optional<trace::JournalSummary> traced;
     if (journal) traced = journal->finish();
 
     if (!as_json) {
-        write_stdout(stream.finish() + "\n");
-        fmt::print(stderr, "ember: {} prompt tokens, {} generated ({}); prefill {:.1f} tok/s, decode {:.1f} tok/s, route {}, "
-                   "{} threads\n",
-                   prompt_tokens.size(), result.tokens.size(), runtime::stop_reason_name(result.stop_reason),
-                   per_second(prompt_tokens.size(), t.prefill_ms), per_second(t.decode_evaluations, t.decode_ms),
-                   session.backend().route(), session.threads());
+        print_token.finish();
+        print_summary(prompt_tokens.size(), result, session.backend().route(), session.threads());
         if (traced) {
             fmt::print(stderr, "ember: trace {} ({} operations, fingerprint {})\n", traced->path.string(),
                        traced->operations, traced->fingerprint);
@@ -152,16 +128,8 @@ int run_generate(const std::vector<std::string>& args) {
     o["prompt"] = valid_utf8(prompt);
     o["prompt_tokens"] = json::value_from(prompt_tokens);
     o["tokens"] = json::value_from(result.tokens);
-    const std::string text = tok.decode(result.tokens);
-    o["text"] = valid_utf8(text);
-    o["text_hex"] = hex(text);
-    json::array steps;
-    for (const auto& s : result.steps) {
-        const std::string piece = tok.piece(s.token);
-        steps.push_back({{"token", s.token}, {"piece", valid_utf8(piece)}, {"piece_hex", hex(piece)},
-                         {"logit", s.logit}, {"margin", s.margin}});
-    }
-    o["steps"] = std::move(steps);
+    add_text(o, tok, result.tokens);
+    o["steps"] = steps_json(tok, result.steps);
     o["stop_reason"] = runtime::stop_reason_name(result.stop_reason);
     const auto& sampling = generation.sampling;
     o["sampling"] = {{"mode", sampling.temperature == 0.0f ? "greedy" : "seeded"},
@@ -169,13 +137,7 @@ int run_generate(const std::vector<std::string>& args) {
                      {"top_k", sampling.top_k},
                      {"top_p", shortest(sampling.top_p)},
                      {"seed", sampling.seed}};
-    o["timings"] = {{"load_ms", load_ms},
-                    {"prefill_ms", t.prefill_ms},
-                    {"decode_ms", t.decode_ms},
-                    {"sampling_ms", t.sampling_ms},
-                    {"total_ms", total_ms},
-                    {"prefill_tok_s", per_second(prompt_tokens.size(), t.prefill_ms)},
-                    {"decode_tok_s", per_second(t.decode_evaluations, t.decode_ms)}};
+    o["timings"] = timings_json(result.timings, prompt_tokens.size(), load_ms, total_ms);
     if (traced) {
         o["trace"] = {{"path", traced->path.string()},
                       {"operations", traced->operations},

@@ -16,5 +16,7 @@ int run_extract(const std::vector<std::string>& args);
 int run_verify(const std::vector<std::string>& args);
 int run_quantize(const std::vector<std::string>& args);
 int run_synth(const std::vector<std::string>& args);
+int run_run(const std::vector<std::string>& args);
+int run_sweep(const std::vector<std::string>& args);
 
 }  // namespace ember::app

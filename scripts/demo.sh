@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# The README's run command: installs what is missing, builds, and runs Ember's main job
-# on the default model: $EMBER_MODEL if set, else ../shared/fixtures/models/stories260K.gguf.
+# The README's run command: installs what is missing, builds, and runs Ember's main job,
+# a run config with experiments, on the default model: $EMBER_MODEL if set, else
+# ../shared/fixtures/models/stories260K.gguf.
+#   configs/demo.toml              the prompt, and `ablate` zeroing layer 1's MLP output
+#   --experiment libfinite-check   composed after it: fails the run if a NaN/Inf appears
+# The generated text goes to stdout; runs/demo/run.json records the run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 model=${EMBER_MODEL:-$root/../shared/fixtures/models/stories260K.gguf}
@@ -15,5 +19,5 @@ MSG
 fi
 "$root/scripts/setup.sh" >/dev/null
 "$root/scripts/build.sh" >/dev/null
-exec "$root/build/app/ember" generate --route reference --model "$model" \
-  --prompt "Once upon a time, there was a little girl" --max-tokens 64
+cd "$root"
+exec build/app/ember run --model "$model" --experiment build/plugins/libfinite-check.so configs/demo.toml

@@ -152,7 +152,9 @@ std::optional<std::filesystem::path> TableReader::path(std::string_view key, con
     if (text->empty()) fail(*table_.get(key), fmt::format("{} is an empty path", qualified(key)));
     std::filesystem::path p(*text);
     if (p.is_relative()) p = base / p;
-    return p.lexically_normal();
+    p = p.lexically_normal();
+    if (p.has_relative_path() && !p.has_filename()) p = p.parent_path();  // "out/" means "out"
+    return p;
 }
 
 const toml::table* TableReader::table(std::string_view key) {

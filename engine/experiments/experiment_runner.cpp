@@ -120,6 +120,10 @@ ExperimentRunner::ExperimentRunner(const std::vector<ExperimentSpec>& specs, Run
     }
     try {
         create_all();
+    } catch (ExperimentFailure& failure) {
+        finish();
+        failure.set_snapshot(snapshot());
+        throw;
     } catch (...) {
         finish();
         throw;
@@ -340,6 +344,10 @@ std::vector<ExperimentRecord> ExperimentRunner::records() const {
     std::vector<ExperimentRecord> out;
     for (const auto& e : entries_) out.push_back({e->library, e->spec, e->outcome, e->failure, e->timings});
     return out;
+}
+
+RunnerSnapshot ExperimentRunner::snapshot() const {
+    return RunnerSnapshot{options_.failure, options_.timeout_ms, records(), failures_};
 }
 
 void ExperimentRunner::log(LogLevel level, std::string_view experiment, std::string_view message) const {

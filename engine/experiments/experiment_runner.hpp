@@ -83,19 +83,6 @@ struct RunnerOptions {
 
 enum class StopReason { MaxTokens, EndOfGeneration, ContextFull };
 
-// A strict-policy failure: the run stops. what() is the exact failure message.
-class ExperimentFailure : public Error {
-public:
-    ExperimentFailure(const std::string& message, std::string experiment, StageId stage)
-        : Error(message), experiment_(std::move(experiment)), stage_(stage) {}
-    const std::string& experiment() const { return experiment_; }
-    StageId stage() const { return stage_; }
-
-private:
-    std::string experiment_;
-    StageId stage_;
-};
-
 enum class Outcome {
     Ok,        // every call it received succeeded
     Failed,    // it failed under the strict policy and stopped the run
@@ -119,12 +106,39 @@ struct ExperimentRecord {
     std::array<StageTiming, kStageCount> timings{};  // indexed by StageId
 };
 
+// Everything run.json says about the experiments of a run (run_report.hpp writes it).
+struct RunnerSnapshot {
+    config::FailurePolicy failure = config::FailurePolicy::Strict;
+    std::uint32_t timeout_ms = 0;
+    std::vector<ExperimentRecord> records;  // composition order
+    std::vector<std::string> failures;      // in the order they happened
+};
+
+// A strict-policy failure: the run stops. what() is the exact failure message.
+class ExperimentFailure : public Error {
+public:
+    ExperimentFailure(const std::string& message, std::string experiment, StageId stage)
+        : Error(message), experiment_(std::move(experiment)), stage_(stage) {}
+    const std::string& experiment() const { return experiment_; }
+    StageId stage() const { return stage_; }
+
+    // Set when a create failure ends the runner's constructor: the caller never gets the
+    // runner, so what it would have reported travels with the failure.
+    const std::optional<RunnerSnapshot>& snapshot() const { return snapshot_; }
+    void set_snapshot(RunnerSnapshot snapshot) { snapshot_ = std::move(snapshot); }
+
+private:
+    std::string experiment_;
+    StageId stage_;
+    std::optional<RunnerSnapshot> snapshot_;
+};
+
 class ExperimentRunner final : public hooks::ActiveHooks {
 public:
     // Loads every plugin first (any load error throws ember::Error before anything is
     // created), then creates the instances in order. A failing create follows the policy:
     // strict throws ExperimentFailure (instances already made are told on_error and
-    // destroyed).
+    // destroyed) carrying the runner's snapshot().
     ExperimentRunner(const std::vector<ExperimentSpec>& specs, RunInfo run, RunnerOptions options);
     ~ExperimentRunner() override;
     ExperimentRunner(const ExperimentRunner&) = delete;
@@ -156,6 +170,7 @@ public:
     // Every failure message in the order they happened; front() is the first.
     const std::vector<std::string>& failures() const { return failures_; }
     std::vector<ExperimentRecord> records() const;
+    RunnerSnapshot snapshot() const;
     const RunnerOptions& options() const { return options_; }
 
 private:

@@ -47,17 +47,19 @@ json::object describe(const ExperimentRecord& r) {
 
 }  // namespace
 
-json::object experiments_report(const ExperimentRunner& runner) {
+json::object experiments_report(const RunnerSnapshot& snapshot) {
     json::array experiments;
-    for (const auto& record : runner.records()) experiments.push_back(describe(record));
+    for (const auto& record : snapshot.records) experiments.push_back(describe(record));
     json::array failures;
-    for (const auto& f : runner.failures()) failures.emplace_back(f);
+    for (const auto& f : snapshot.failures) failures.emplace_back(f);
     return json::object{
-        {"failure_policy", config::failure_policy_name(runner.options().failure)},
-        {"timeout_ms", runner.options().timeout_ms},
+        {"failure_policy", config::failure_policy_name(snapshot.failure)},
+        {"timeout_ms", snapshot.timeout_ms},
         {"experiments", std::move(experiments)},
         {"failures", std::move(failures)},
     };
 }
+
+json::object experiments_report(const ExperimentRunner& runner) { return experiments_report(runner.snapshot()); }
 
 }  // namespace ember::experiments

@@ -9,6 +9,7 @@
 
 namespace ember::experiments {
 
+boost::json::object experiments_report(const RunnerSnapshot& snapshot);
 boost::json::object experiments_report(const ExperimentRunner& runner);
 
 }  // namespace ember::experiments

@@ -38,13 +38,6 @@ json::object tensor_contract(const Selection& s) {
 
 }  // namespace
 
-LoadedModel::LoadedModel(const std::filesystem::path& path, std::optional<models::Family> arch)
-    : path_(std::filesystem::absolute(path).lexically_normal()),
-      file_(gguf::File::open(path)),
-      model_(models::load_model(file_, arch)),
-      tokenizer_(tokenizer::Tokenizer::from_gguf(file_)),
-      sha256_(sha256_file_hex(path)) {}
-
 std::string read_prompt(const config::PromptSection& prompt) {
     if (prompt.text) return *prompt.text;
     if (!prompt.file) throw Error("the run has no prompt (prompt.text or prompt.file)");
@@ -58,29 +51,35 @@ std::size_t effective_threads(std::uint32_t threads) {
     return std::max(1u, std::thread::hardware_concurrency());
 }
 
-void write_extraction(RunDirectoryWriter& writer, const Extractor& extractor, const LoadedModel& model,
-                      const EncodedPrompt& prompt, const RunRecord& run, runtime::Route route, std::size_t threads) {
+namespace {
+
+// The arrays of one extraction, written, and their manifest entries.
+struct WrittenArrays {
+    json::value tensor_contract = nullptr;
+    json::array tensors;
+    json::value logits = nullptr;
+    json::value lens = nullptr;
+};
+
+WrittenArrays write_arrays(RunDirectoryWriter& writer, const Extractor& extractor, const LoadedModel& model,
+                           runtime::Route route, std::size_t threads) {
     extractor.check_complete();
     const Selection& s = extractor.selection();
-
-    json::array tensors;
+    WrittenArrays out;
+    out.tensor_contract = tensor_contract(s);
     for (const Capture* c : extractor.captures()) {
         const FileRecord file = writer.write_npy_f32(capture_file_name(*c), c->values.data(), {c->positions.size(), c->cols});
-        tensors.push_back(tensor_entry(*c, file));
+        out.tensors.push_back(tensor_entry(*c, file));
     }
-
-    json::value logits = nullptr;
     if (const Capture* c = extractor.logits()) {
         const FileRecord file = writer.write_npy_f32("logits.npy", c->values.data(), {c->positions.size(), c->cols});
         json::object entry = tensor_entry(*c, file);
         entry["stage"] = "logits";
-        logits = std::move(entry);
+        out.logits = std::move(entry);
     }
-
-    json::value lens = nullptr;
     if (s.lens_top_k > 0) {
         json::array layers;
-        for (const LensLayer& l : logit_lens(model.model(), route, threads, extractor.lens_sources(), s.lens_top_k)) {
+        for (const LensLayer& l : logit_lens(*model.model, route, threads, extractor.lens_sources(), s.lens_top_k)) {
             const std::vector<std::size_t> shape = {l.positions.size(), l.k};
             const FileRecord ids = writer.write_npy_i32(fmt::format("logit_lens.layer{}.ids.npy", l.layer), l.ids.data(), shape);
             const FileRecord values =
@@ -91,7 +90,7 @@ void write_extraction(RunDirectoryWriter& writer, const Extractor& extractor, co
                               {"positions", json::value_from(l.positions)},
                               {"shape", json::value_from(shape)}});
         }
-        lens = json::object{
+        out.lens = json::object{
             {"top_k", s.lens_top_k},
             {"source", "after_layer rows through the final norm and the LM head (soft-capped where the model is)"},
             {"order", "best first; equal logits by lower id; NaN last"},
@@ -100,6 +99,14 @@ void write_extraction(RunDirectoryWriter& writer, const Extractor& extractor, co
             {"layers", std::move(layers)},
         };
     }
+    return out;
+}
+
+}  // namespace
+
+void write_extraction(RunDirectoryWriter& writer, const Extractor* extractor, const LoadedModel& model,
+                      const EncodedPrompt& prompt, const RunRecord& run, runtime::Route route, std::size_t threads) {
+    WrittenArrays arrays = extractor ? write_arrays(writer, *extractor, model, route, threads) : WrittenArrays{};
 
     json::value trace = nullptr;
     if (run.trace) {
@@ -114,22 +121,23 @@ void write_extraction(RunDirectoryWriter& writer, const Extractor& extractor, co
 
     json::object manifest{
         {"schema_version", kManifestSchemaVersion},
-        {"kind", "ember.extraction"},
+        {"kind", run.kind},
+        {"run_id", run.run_id.empty() ? json::value(nullptr) : json::value(run.run_id)},
         {"layout", "one .npy per (stage, layer): STAGE.layerN.npy for layer stages, STAGE.npy for the logits stages; "
                    "logits.npy; logit_lens.layerN.ids.npy and .logits.npy; manifest.json last"},
         {"dtype", "float32"},
         {"output_format", {{"format", "npy"}, {"version", "1.0"}, {"order", "C"}, {"byte_order", "little"}}},
-        {"tensor_contract", tensor_contract(s)},
-        {"model", model_record(model.path(), model.file(), model.model().config(), model.sha256())},
-        {"tokenizer", tokenizer_record(model.tokenizer(), prompt)},
+        {"tensor_contract", std::move(arrays.tensor_contract)},
+        {"model", model_record(model.path, model.file, model.model->config(), model.sha256)},
+        {"tokenizer", tokenizer_record(model.tokenizer, prompt)},
         {"backend", {{"route", run.route}, {"variant", run.variant}}},
         {"route", run.route},
         {"config_hash", run.config_hash},
         {"config", run.config},
         {"samples", json::array{sample_record(prompt)}},
-        {"tensors", std::move(tensors)},
-        {"logits", std::move(logits)},
-        {"logit_lens", std::move(lens)},
+        {"tensors", std::move(arrays.tensors)},
+        {"logits", std::move(arrays.logits)},
+        {"logit_lens", std::move(arrays.lens)},
         {"trace", std::move(trace)},
     };
     writer.commit(std::move(manifest));
@@ -139,8 +147,8 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
                                 const ExtractionOptions& options) {
     const auto route = runtime::route_from_name(config.model.route);
     if (!route) throw Error(fmt::format("model.route '{}' is not one of reference, fast", config.model.route));
-    const EncodedPrompt prompt = encode_prompt(model.tokenizer(), read_prompt(config.prompt), config.prompt.add_bos);
-    const Selection selection = resolve(config.output, model.model().config(), prompt.ids.size());
+    const EncodedPrompt prompt = encode_prompt(model.tokenizer, read_prompt(config.prompt), config.prompt.add_bos);
+    const Selection selection = resolve(config.output, model.model->config(), prompt.ids.size());
     const std::size_t threads = effective_threads(config.model.threads);
 
     // The manifest goes first, before anything can fail half-way.
@@ -155,7 +163,7 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     session_options.max_batch = prompt.ids.size();
     session_options.all_logits = selection.needs_all_logits();
     if (config.tracing.enabled) session_options.observer = &journal.emplace(config.tracing.path);
-    runtime::Session session(model.model(), session_options);
+    runtime::Session session(*model.model, session_options);
 
     Extractor extractor(selection);
     auto start = Clock::now();
@@ -165,9 +173,13 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     if (journal) result.trace = journal->finish();
 
     start = Clock::now();
-    RunRecord run{std::string(session.backend().route()), std::string(session.backend().variant()),
-                  config::config_hash(config), config::to_json(config), result.trace};
-    write_extraction(writer, extractor, model, prompt, run, *route, threads);
+    RunRecord run;
+    run.route = session.backend().route();
+    run.variant = session.backend().variant();
+    run.config_hash = config::config_hash(config);
+    run.config = config::to_json(config);
+    run.trace = result.trace;
+    write_extraction(writer, &extractor, model, prompt, run, *route, threads);
     result.write_ms = ms_since(start);
     result.dir = writer.dir();
     result.n_tokens = prompt.ids.size();

@@ -3,7 +3,7 @@
 // manifest last). `ember extract` calls run_extraction(); a generation run that also
 // extracts attaches an Extractor itself and calls write_extraction() after it.
 //
-//   const extract::LoadedModel model(config.model.path, arch);
+//   const runtime::LoadedModel model(config.model.path, arch);
 //   const auto result = extract::run_extraction(model, config);
 #pragma once
 
@@ -21,39 +21,22 @@
 #include "extract/run_directory.hpp"
 #include "gguf/gguf_file.hpp"
 #include "models/model.hpp"
+#include "runtime/loaded_model.hpp"
 #include "runtime/session.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "trace/journal.hpp"
 
 namespace ember::extract {
 
-// A model file opened and loaded, with its tokenizer and SHA-256 (what manifests record).
-// Immutable and shareable between runs (a sweep loads each model once).
-class LoadedModel {
-public:
-    LoadedModel(const std::filesystem::path& path, std::optional<models::Family> arch);
-    LoadedModel(const LoadedModel&) = delete;
-    LoadedModel& operator=(const LoadedModel&) = delete;
-
-    const std::filesystem::path& path() const { return path_; }
-    const gguf::File& file() const { return file_; }
-    const models::Model& model() const { return *model_; }
-    const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
-    const std::string& sha256() const { return sha256_; }
-
-private:
-    std::filesystem::path path_;
-    gguf::File file_;
-    std::unique_ptr<models::Model> model_;
-    tokenizer::Tokenizer tokenizer_;
-    std::string sha256_;
-};
+using runtime::LoadedModel;
 
 // The prompt of a run config: prompt.text, or the bytes of prompt.file.
 std::string read_prompt(const config::PromptSection& prompt);
 
 // What the manifest says about the run besides the arrays.
 struct RunRecord {
+    std::string kind = "ember.extraction";  // "ember.run" for `ember run`'s output directory
+    std::string run_id;                      // empty: none (ember extract)
     std::string route;
     std::string variant;
     std::string config_hash;
@@ -61,9 +44,11 @@ struct RunRecord {
     std::optional<trace::JournalSummary> trace;
 };
 
-// Writes every capture, the logits dump and the logit lens into `writer`, then the
-// manifest. `route`/`threads` run the lens.
-void write_extraction(RunDirectoryWriter& writer, const Extractor& extractor, const LoadedModel& model,
+// Writes every capture, the logits dump and the logit lens of `extractor` (none when
+// null) into `writer`, then the manifest listing them with every file added to `writer`
+// before (and the trace journal when it lies in the directory). `route`/`threads` run
+// the lens.
+void write_extraction(RunDirectoryWriter& writer, const Extractor* extractor, const LoadedModel& model,
                       const EncodedPrompt& prompt, const RunRecord& run, runtime::Route route, std::size_t threads);
 
 struct ExtractionResult {

@@ -1,13 +1,12 @@
 #include "gguf/gguf_writer.hpp"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 
+#include "common/atomic_file.hpp"
 #include "common/checked.hpp"
 #include "common/error.hpp"
 #include "gguf/layout.hpp"
@@ -153,24 +152,7 @@ std::vector<std::byte> Writer::to_bytes() const {
 
 void Writer::write_file(const std::filesystem::path& path) const {
     const auto bytes = to_bytes();
-    auto tmp = path;
-    tmp += fmt::format(".tmp.{}", ::getpid());
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) throw Error(fmt::format("{}: cannot create", tmp.string()));
-        out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-        out.flush();
-        if (!out) {
-            std::filesystem::remove(tmp);
-            throw Error(fmt::format("{}: write failed", tmp.string()));
-        }
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) {
-        std::filesystem::remove(tmp);
-        throw Error(fmt::format("{}: cannot rename into place: {}", path.string(), ec.message()));
-    }
+    write_file_atomically(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 }  // namespace ember::gguf

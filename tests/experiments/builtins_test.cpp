@@ -114,7 +114,7 @@ TEST_CASE("ablate refuses bad configs by name") {
           "experiment 'ablate' failed in create: config key 'positions' must be \"all\", \"last\" or a list");
 }
 
-TEST_CASE("steer adds coefficient * vector at the chosen layer; the next layer's input changes by exactly that") {
+TEST_CASE("steer adds coefficient * vector at the chosen layer, the next layer's input changes by exactly that") {
     TempDir dir;
     const std::vector<float> v = {1.0f, -2.0f, 0.5f, 3.0f};
     write_vector(dir, "v.npy", v);

@@ -323,7 +323,7 @@ TEST_CASE("the defaults file: $EMBER_DEFAULTS, else $XDG_CONFIG_HOME, else ~/.co
     }
 }
 
-TEST_CASE("equivalent configs hash equal; any change in meaning changes the hash") {
+TEST_CASE("equivalent configs hash equal, any change in meaning changes the hash") {
     TempDir dir;
     const auto minimal = load_run_config(write(dir.path() / "a.toml", std::string(kMinimal) + R"([[experiment]]
 plugin = "libablate.so"

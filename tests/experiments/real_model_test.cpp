@@ -91,14 +91,6 @@ ember::npy::Array captured(const fs::path& dir, const std::string& file) {
     return ember::npy::read(dir / "capture" / file);
 }
 
-double relative_error(const std::vector<float>& ours, const std::vector<float>& golden) {
-    double scale = 0, worst = 0;
-    for (float g : golden) scale = std::max(scale, static_cast<double>(std::abs(g)));
-    for (std::size_t i = 0; i < golden.size(); ++i)
-        worst = std::max(worst, std::abs(static_cast<double>(ours[i]) - golden[i]) / scale);
-    return worst;
-}
-
 }  // namespace
 
 TEST_CASE("through the real generation loop every stage is called once per layer per evaluation") {
@@ -129,7 +121,7 @@ TEST_CASE("capture's arrays equal llama.cpp's golden hidden states (l_out-N, res
         const auto o = run(f, {spec(builtin_plugin("capture"),
                                     R"({"stages": ["after_layer", "before_logits"], "positions": "all"})")});
         REQUIRE(o.failure.empty());
-        const double tol = f.config().family == models::Family::Gemma4 ? 2e-3 : 1e-5;  // as golden_test
+        const double tol = f32_golden_tolerance(models::family_name(f.config().family));
         for (std::uint32_t l = 0; l < f.config().n_layers; ++l) {
             const auto array = captured(out.path(), fmt::format("after_layer.layer{}.prefill.npy", l));
             const GoldenTensor& golden = f.prompt.hidden.at(fmt::format("l_out-{}", l));
@@ -168,7 +160,7 @@ TEST_CASE("ablate zeroing after_mlp at a layer leaves that layer's output = inpu
     }
 }
 
-TEST_CASE("steer changes the next layer's input by exactly the vector; coefficient 0 changes nothing") {
+TEST_CASE("steer changes the next layer's input by exactly the vector, coefficient 0 changes nothing") {
     for (const char* name : kModels) {
         CAPTURE(name);
         TempDir out;

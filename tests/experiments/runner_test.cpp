@@ -282,7 +282,7 @@ TEST_CASE("a message longer than the error buffer is cut at a character boundary
     for (std::size_t i = 0; i < body.size(); i += 2) CHECK(body.substr(i, 2) == "\xC3\xA9");
 }
 
-TEST_CASE("fail_open: a failing experiment is logged, recorded, never called again; the run goes on") {
+TEST_CASE("fail_open: a failing experiment is logged, recorded, never called again, the run goes on") {
     const SyntheticModel m;
     LogLines log;
     ExperimentRunner runner({spec(test_plugin("failing"), failing_config("after_mlp", R"(, "layer": 1)")),

@@ -14,7 +14,6 @@
 #pragma once
 
 #include <doctest/doctest.h>
-#include <stdlib.h>
 
 #include <filesystem>
 #include <string>

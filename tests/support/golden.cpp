@@ -3,7 +3,10 @@
 #include <boost/json.hpp>
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <iterator>
 #include <stdexcept>
 
@@ -82,5 +85,16 @@ Golden load_golden(const std::filesystem::path& path) {
     }
     return g;
 }
+
+double relative_error(std::span<const float> ours, std::span<const float> golden) {
+    if (ours.size() != golden.size()) return std::numeric_limits<double>::quiet_NaN();
+    double scale = 0, worst = 0;
+    for (float g : golden) scale = std::max(scale, static_cast<double>(std::abs(g)));
+    for (std::size_t i = 0; i < golden.size(); ++i)
+        worst = std::max(worst, std::abs(static_cast<double>(ours[i]) - golden[i]));
+    return worst / scale;
+}
+
+double f32_golden_tolerance(std::string_view family) { return family == "gemma4" ? 2e-3 : 1e-5; }
 
 }  // namespace ember::test

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -56,5 +57,13 @@ std::filesystem::path f32_golden_path(const std::string& model);
 std::filesystem::path golden_path(const std::string& model);
 
 std::string hex_to_bytes(std::string_view hex);
+
+// The largest |ours - golden| relative to the largest |golden| value: how the reference
+// path's tolerances against f32.golden are stated (NaN when the sizes differ).
+double relative_error(std::span<const float> ours, std::span<const float> golden);
+
+// The reference path's tolerance against MODEL.f32.golden.json for a family
+// ("llama", "qwen3": 1e-5; "gemma4": 2e-3, llama.cpp's GELU goes through an F16 table).
+double f32_golden_tolerance(std::string_view family);
 
 }  // namespace ember::test

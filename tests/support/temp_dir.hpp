@@ -1,4 +1,5 @@
-// A fresh directory under the system temp directory, removed with everything in it.
+// A fresh directory under the system temp directory, removed with everything in it when
+// the test is done.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -6,6 +7,7 @@
 
 #include <filesystem>
 #include <string>
+#include <system_error>
 
 namespace ember::test {
 

@@ -1,0 +1,81 @@
+// ember run [--experiment PLUGIN.so]... [--model PATH] [--trace FILE] CONFIG.toml
+// Runs a run config (docs/run-config.md): the experiments composed in order (the
+// defaults file's, the config's [[experiment]] entries, each --experiment), the
+// generated text streamed to stdout, a summary on stderr, and run.json in the config's
+// output directory, with the trace journal ([tracing] or --trace), the extraction
+// ([output] extract = true) and manifest.json beside it. Exit status: 0 (also when fail_open went past failing experiments),
+// 1 a failed run (a strict experiment failure prints exactly
+// `experiment 'NAME' failed in STAGE (phase=decode, layer=7): MESSAGE`), 2 bad usage.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <functional>
+#include <memory>
+
+#include "cli.hpp"
+#include "commands.hpp"
+#include "common/error.hpp"
+#include "config/run_config.hpp"
+#include "experiments/plugin_library.hpp"
+#include "generation_output.hpp"
+#include "run_job.hpp"
+
+namespace ember::app {
+
+int run_run(const std::vector<std::string>& args) {
+    po::options_description options("run options");
+    options.add_options()
+        ("experiment", po::value<std::vector<std::string>>()->composing(),
+         "load this experiment plugin after the config's (repeatable; runs in the order given)")
+        ("model", po::value<std::string>(), "run this GGUF model instead of the config's [model] path")
+        ("trace", po::value<std::string>(), "write the operation journal to FILE (as [tracing] enabled = true, path = FILE)")
+        ("config", po::value<std::string>(), "the run config (TOML)");
+    po::positional_options_description positional;
+    positional.add("config", 1);
+    po::variables_map vm;
+    if (!parse_options("run", args, options, positional, vm)) return kExitOk;
+    if (!vm.count("config")) throw UsageError("ember run: give a run config: ember run [--experiment PLUGIN.so]... CONFIG.toml");
+
+    config::LoadOptions load;
+    load.defaults_file = config::find_defaults_file();
+    if (vm.count("experiment")) {
+        for (const auto& plugin : vm["experiment"].as<std::vector<std::string>>()) load.command_line_experiments.emplace_back(plugin);
+    }
+    config::RunConfig config = config::load_run_config(vm["config"].as<std::string>(), load);
+    if (vm.count("model")) config.model.path = std::filesystem::absolute(vm["model"].as<std::string>()).lexically_normal();
+    if (vm.count("trace")) {
+        config.tracing.enabled = true;
+        config.tracing.path = std::filesystem::absolute(vm["trace"].as<std::string>()).lexically_normal();
+    }
+
+    // A plugin that cannot be loaded stops the run before the model is even opened.
+    std::vector<std::shared_ptr<const experiments::PluginLibrary>> plugins;
+    for (const auto& e : config.experiments) plugins.push_back(experiments::PluginLibrary::load(e.plugin));
+
+    const LoadedModel model(config.model.path, family_from_config(config));
+    TextPrinter print_token(model.tokenizer);
+    RunOptions run_options;
+    run_options.on_token = std::ref(print_token);
+    RunOutcome outcome;
+    try {
+        outcome = execute_run(config, model, run_options);
+    } catch (...) {
+        if (print_token.printed_any()) std::fputs("\n", stdout);  // end the partial text's line
+        throw;
+    }
+    print_token.finish();
+    print_summary(outcome.prompt_tokens.size(), outcome.result, outcome.route, outcome.threads);
+    if (!outcome.experiment_failures.empty()) {
+        fmt::print(stderr, "ember: {} experiment failure(s) passed over (hooks.failure = \"fail_open\"); first: {}\n",
+                   outcome.experiment_failures.size(), outcome.experiment_failures.front());
+    }
+    if (outcome.trace) {
+        fmt::print(stderr, "ember: trace {} ({} operations, fingerprint {})\n", outcome.trace->path.string(),
+                   outcome.trace->operations, outcome.trace->fingerprint);
+    }
+    if (outcome.arrays > 0) fmt::print(stderr, "ember: {} arrays extracted\n", outcome.arrays);
+    fmt::print(stderr, "ember: run {} written to {}\n", outcome.run_id, outcome.report.string());
+    return kExitOk;
+}
+
+}  // namespace ember::app

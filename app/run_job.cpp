@@ -1,0 +1,244 @@
+#include "run_job.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <ctime>
+#include <random>
+#include <thread>
+
+#include "cli.hpp"
+#include "common/atomic_file.hpp"
+#include "common/error.hpp"
+#include "common/sha256.hpp"
+#include "experiments/experiment_runner.hpp"
+#include "experiments/run_report.hpp"
+#include "extract/extraction.hpp"
+#include "hooks/hook_chain.hpp"
+#include "generation_output.hpp"
+#include "runtime/session.hpp"
+
+namespace ember::app {
+namespace {
+
+namespace json = boost::json;
+namespace fs = std::filesystem;
+
+experiments::StopReason experiment_stop_reason(runtime::StopReason reason) {
+    return reason == runtime::StopReason::MaxTokens ? experiments::StopReason::MaxTokens
+                                                    : experiments::StopReason::EndOfGeneration;
+}
+
+json::object model_json(const LoadedModel& model) {
+    const models::ModelConfig& c = model.model->config();
+    return {{"path", model.path.string()},  {"sha256", model.sha256},   {"name", c.name},
+            {"family", models::family_name(c.family)}, {"n_layers", c.n_layers}, {"n_embd", c.n_embd},
+            {"n_vocab", c.n_vocab}};
+}
+
+// What run.json holds (docs/run-config.md, "run.json"); `result` is null for a failed run.
+struct ReportParts {
+    const config::RunConfig& config;
+    const std::string& config_hash;
+    const LoadedModel& model;
+    const RunOutcome& outcome;
+    const std::string& prompt;
+    const std::vector<std::int32_t>& generated;  // the tokens chosen so far
+    const runtime::GenerationResult* result = nullptr;
+    const std::string* error = nullptr;
+    bool hooks_active = false;
+    std::size_t ctx = 0;
+    double total_ms = 0;
+    const std::optional<trace::JournalSummary>* trace = nullptr;
+};
+
+json::value trace_json(const std::optional<trace::JournalSummary>* trace) {
+    if (trace == nullptr || !*trace) return nullptr;
+    const trace::JournalSummary& t = **trace;
+    return json::object{{"path", t.path.string()},
+                        {"operations", t.operations},
+                        {"evaluations", t.evaluations},
+                        {"fingerprint", t.fingerprint}};
+}
+
+json::object report_json(const ReportParts& p, const experiments::RunnerSnapshot& experiments) {
+    json::object prompt{{"text", valid_utf8(p.prompt)}, {"tokens", json::value_from(p.outcome.prompt_tokens)}};
+    json::object generated{{"tokens", json::value_from(p.result ? p.result->tokens : p.generated)}};
+    add_text(generated, p.model.tokenizer, p.result ? p.result->tokens : p.generated);
+    if (p.result) {
+        generated["steps"] = steps_json(p.model.tokenizer, p.result->steps);
+        generated["stop_reason"] = runtime::stop_reason_name(p.result->stop_reason);
+    } else {
+        generated["stop_reason"] = nullptr;
+    }
+    json::object timings{{"load_ms", p.model.load_ms}, {"total_ms", p.total_ms}};
+    if (p.result) {
+        timings = timings_json(p.result->timings, p.outcome.prompt_tokens.size(), p.model.load_ms, p.total_ms);
+        timings["decode_evaluations"] = p.result->timings.decode_evaluations;
+    }
+    return json::object{
+        {"schema_version", 1},
+        {"kind", "ember.run"},
+        {"run_id", p.outcome.run_id},
+        {"outcome", p.error ? "failed" : "ok"},
+        {"error", p.error ? json::value(*p.error) : json::value(nullptr)},
+        {"config_file", p.config.source.string()},
+        {"config_hash", p.config_hash},
+        {"config", config::to_json(p.config)},
+        {"model", model_json(p.model)},
+        {"route", p.outcome.route},
+        {"threads", p.outcome.threads},
+        {"ctx", p.ctx},
+        {"hooks", p.hooks_active ? "active" : "disabled"},
+        {"prompt", std::move(prompt)},
+        {"generated", std::move(generated)},
+        {"timings", std::move(timings)},
+        {"trace", trace_json(p.trace)},
+        {"experiments", experiments::experiments_report(experiments)},
+    };
+}
+
+}  // namespace
+
+std::optional<models::Family> family_from_config(const config::RunConfig& config) {
+    if (config.model.arch == "auto") return std::nullopt;
+    return models::family_from_name(config.model.arch);
+}
+
+std::string make_run_id() {
+    const std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    ::gmtime_r(&now, &utc);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
+    std::random_device random;
+    return fmt::format("{}-{:08x}", stamp, random());
+}
+
+RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model, const RunOptions& options) {
+    const auto start = Clock::now();
+    const std::string config_hash = config::config_hash(config);
+    const models::ModelConfig& model_config = model.model->config();
+
+    RunOutcome outcome;
+    outcome.run_id = make_run_id();
+    outcome.route = config.model.route;
+    outcome.config_hash = config_hash;
+    outcome.threads = extract::effective_threads(config.model.threads);
+    const std::string prompt = extract::read_prompt(config.prompt);
+    const extract::EncodedPrompt encoded = extract::encode_prompt(model.tokenizer, prompt, config.prompt.add_bos);
+    outcome.prompt_tokens = encoded.ids;
+    // An extraction's layers and positions are checked before anything is written.
+    std::optional<extract::Extractor> extractor;
+    if (config.output.extract) extractor.emplace(extract::resolve(config.output, model_config, encoded.ids.size()));
+
+    // Creates the output directory and removes an earlier run's manifest.
+    extract::RunDirectoryWriter directory(config.output.dir);
+    outcome.report = config.output.dir / "run.json";
+
+    experiments::RunInfo info{outcome.run_id, config.output.dir.string(), model.path.string(), model.sha256,
+                              config.model.route, config_hash, {}};
+    for (std::int32_t id : outcome.prompt_tokens) info.prompt_token_ids.push_back(static_cast<std::uint32_t>(id));
+
+    runtime::SessionOptions session_options;
+    session_options.route = *runtime::route_from_name(config.model.route);  // the parser checked the name
+    session_options.context_length = config.model.ctx;
+    session_options.threads = outcome.threads;
+    session_options.max_batch = outcome.prompt_tokens.size();
+    session_options.all_logits = extractor && extractor->selection().needs_all_logits();
+    std::optional<trace::Journal> journal;
+    session_options.observer = options.observer;
+    if (config.tracing.enabled && options.observer == nullptr) session_options.observer = &journal.emplace(config.tracing.path);
+
+    runtime::GenerationOptions generation;
+    generation.max_tokens = config.generation.max_tokens;
+    generation.sampling.temperature = static_cast<float>(config.generation.temperature);
+    generation.sampling.top_k = config.generation.top_k;
+    generation.sampling.top_p = static_cast<float>(config.generation.top_p);
+    generation.sampling.seed = config.generation.seed;
+    generation.all_prompt_logits = session_options.all_logits;
+
+    std::vector<std::int32_t> generated;
+    const auto on_token = [&](std::int32_t token) {
+        generated.push_back(token);
+        if (options.on_token) options.on_token(token);
+    };
+    const auto is_end = [&](std::int32_t token) { return model.tokenizer.is_end_of_generation(token); };
+
+    ReportParts parts{config, config_hash, model, outcome, prompt, generated};
+    parts.trace = &outcome.trace;
+    parts.ctx = config.model.ctx != 0 ? config.model.ctx : runtime::default_context_length(model_config);
+    parts.hooks_active = !config.experiments.empty();
+    const experiments::RunnerSnapshot no_experiments{config.hooks.failure, config.hooks.timeout_ms, {}, {}};
+    const auto write_report = [&](const experiments::RunnerSnapshot& snapshot) {
+        parts.total_ms = ms_since(start);
+        write_file_atomically(outcome.report, pretty_json(report_json(parts, snapshot)) + "\n");
+    };
+    // For a failed run: the run's own error is what propagates, never one from writing the report.
+    const auto write_failure_report = [&](const std::string& error, const experiments::RunnerSnapshot& snapshot) {
+        parts.error = &error;
+        try {
+            write_report(snapshot);
+        } catch (const std::exception& e) {
+            fmt::print(stderr, "ember: {} was not written: {}\n", outcome.report.string(), e.what());
+        }
+    };
+
+    std::unique_ptr<experiments::ExperimentRunner> runner;
+    try {
+        if (!config.experiments.empty()) {
+            runner = std::make_unique<experiments::ExperimentRunner>(
+                experiments::specs_from_config(config), info,
+                experiments::RunnerOptions{config.hooks.failure, config.hooks.timeout_ms, {}});
+        }
+        runtime::Session session(*model.model, session_options);
+        outcome.variant = session.backend().variant();
+        if (runner) {
+            runner->on_model_loaded(model_config);
+            hooks::EvalInfo prefill;
+            prefill.n_tokens = outcome.prompt_tokens.size();
+            prefill.tracing = session_options.observer != nullptr;
+            runner->before_prefill(prefill);
+        }
+        // No runner and no extraction: no hooks, so the session runs the DisabledHooks forward pass.
+        hooks::HookChain chain{runner.get(), extractor ? &*extractor : nullptr};
+        outcome.result = runtime::generate(session, outcome.prompt_tokens, generation, is_end, on_token, chain.simplest());
+        if (runner) runner->on_generation_complete(outcome.result.tokens.size(), experiment_stop_reason(outcome.result.stop_reason));
+    } catch (const experiments::ExperimentFailure& failure) {
+        if (runner) runner->finish();
+        write_failure_report(failure.what(), runner ? runner->snapshot() : failure.snapshot().value_or(no_experiments));
+        throw;
+    } catch (const std::exception& e) {
+        if (runner) {
+            runner->notify_error(e.what(), generated.size());
+            runner->finish();
+        }
+        write_failure_report(e.what(), runner ? runner->snapshot() : no_experiments);
+        throw;
+    }
+
+    parts.result = &outcome.result;
+    if (runner) runner->finish();
+    if (journal) outcome.trace = journal->finish();
+    const experiments::RunnerSnapshot snapshot = runner ? runner->snapshot() : no_experiments;
+    outcome.experiment_failures = snapshot.failures;
+    write_report(snapshot);
+
+    // The manifest last: run.json, the journal, the extraction's arrays.
+    directory.add_existing(outcome.report.filename().string());
+    extract::RunRecord record;
+    record.kind = "ember.run";
+    record.run_id = outcome.run_id;
+    record.route = outcome.route;
+    record.variant = outcome.variant;
+    record.config_hash = config_hash;
+    record.config = config::to_json(config);
+    record.trace = outcome.trace;
+    extract::write_extraction(directory, extractor ? &*extractor : nullptr, model, encoded, record,
+                              session_options.route, outcome.threads);
+    for (const auto& f : directory.files()) outcome.arrays += f.name.ends_with(".npy");
+    outcome.manifest = config.output.dir / extract::kManifestName;
+    return outcome;
+}
+
+}  // namespace ember::app

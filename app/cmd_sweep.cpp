@@ -22,6 +22,7 @@ namespace {
 class ProgressLine {
 public:
     explicit ProgressLine(bool enabled) : enabled_(enabled) {}
+    bool enabled() const { return enabled_; }
     void started(const std::filesystem::path& config) {
         running_ = config.filename().string();
         show();
@@ -94,7 +95,8 @@ int run_sweep(const std::vector<std::string>& args) {
     sweep.on_run_start = [&](const std::filesystem::path& config) { progress.started(config); };
     sweep.on_run_done = [&](const SweepRun& run, std::size_t done, std::size_t total) {
         progress.finished(run, done, total);
-        if (run.outcome == SweepOutcome::Failed) fmt::print(stderr, "\nember: {} failed: {}\n", run.config.string(), run.error);
+        if (run.outcome == SweepOutcome::Failed)
+            fmt::print(stderr, "{}ember: {} failed: {}\n", progress.enabled() ? "\n" : "", run.config.string(), run.error);
     };
     const std::vector<SweepRun> runs = execute_sweep(configs, sweep);
     progress.clear();

@@ -94,8 +94,8 @@ int run_extract(const std::vector<std::string>& args) {
 
     config::RunConfig config;
     if (vm.count("config")) {
-        for (const char* option : {"model", "prompt", "file", "out", "trace"}) {
-            if (vm.count(option))
+        for (const auto& [option, value] : vm) {
+            if (option != "config" && option != "json" && !value.defaulted())
                 throw UsageError(fmt::format("ember extract: --{} cannot be combined with a run config (set it there)", option));
         }
         config = config::load_run_config(vm["config"].as<std::string>());

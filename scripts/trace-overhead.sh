@@ -13,9 +13,9 @@ trap 'rm -rf "$TMP"' EXIT
 PROMPT="Once upon a time, there was a little girl who lived in a village near the forest."
 i=0
 while [ "$i" -lt "$RUNS" ]; do
-  "$EMBER" generate --model "$MODEL" --prompt "$PROMPT" --max-tokens "$TOKENS" --threads "$THREADS" --json \
+  "$EMBER" generate --model "$MODEL" --prompt "$PROMPT" --max-tokens "$TOKENS" --threads "$THREADS" --route "${ROUTE:-reference}" --json \
     > "$TMP/off.$i.json"
-  "$EMBER" generate --model "$MODEL" --prompt "$PROMPT" --max-tokens "$TOKENS" --threads "$THREADS" --json \
+  "$EMBER" generate --model "$MODEL" --prompt "$PROMPT" --max-tokens "$TOKENS" --threads "$THREADS" --route "${ROUTE:-reference}" --json \
     --trace "$TMP/trace.jsonl" > "$TMP/on.$i.json"
   i=$((i + 1))
 done

@@ -151,7 +151,7 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     const Selection selection = resolve(config.output, model.model->config(), prompt.ids.size());
     const std::size_t threads = effective_threads(config.model.threads);
 
-    // The manifest goes first, before anything can fail half-way.
+    // Opening the directory removes an earlier manifest before anything is written.
     RunDirectoryWriter writer(config.output.dir);
     writer.on_file_written = options.on_file_written;
 

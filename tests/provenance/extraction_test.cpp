@@ -157,6 +157,19 @@ TEST_CASE("logit lens: at the last layer it is the run's own logits, soft-cap in
     }
 }
 
+TEST_CASE("the fast route extracts too, and the manifest says which kernels ran") {
+    TempDir dir;
+    const fs::path out = dir.path() / "run";
+    const CommandResult r = extract_cli("synth-llama3-q8_0", out, "--route fast --stages after_layer --layers 0");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    const json::object manifest = json::parse(read_all(out / "manifest.json")).as_object();
+    CHECK(manifest.at("route") == "fast");
+    CHECK(manifest.at("backend").at("route") == "fast");
+    CHECK(manifest.at("backend").at("variant") != "generic");
+    CHECK(manifest.at("config").at("model").at("route") == "fast");
+    CHECK(extract::verify_run_directory(out).ok());
+}
+
 TEST_CASE("ember extract options and a run config are one request with one config hash") {
     TempDir dir;
     const fs::path out = dir.path() / "run";
@@ -186,6 +199,12 @@ logit_lens = 4
     config::RunConfig loaded = config::load_run_config(toml);
     loaded.output.extract = true;
     CHECK(config::config_hash(loaded) == from_config);
+
+    // With a config, the request is the config's: options that would change it are refused.
+    const CommandResult mixed =
+        run_command(fmt::format("{} extract {} --layers 1", EMBER_BINARY, shell_quote(toml.string())), true);
+    CHECK(mixed.exit_code == 2);
+    CHECK(mixed.output.find("--layers cannot be combined with a run config") != std::string::npos);
 }
 
 TEST_CASE("bad extraction requests are refused before anything is written") {

@@ -34,15 +34,20 @@ int run_run(const std::vector<std::string>& args) {
     positional.add("config", 1);
     po::variables_map vm;
     if (!parse_options("run", args, options, positional, vm)) return kExitOk;
-    if (!vm.count("config")) throw UsageError("ember run: give a run config: ember run [--experiment PLUGIN.so]... CONFIG.toml");
+    if (!vm.count("config")) {
+        throw UsageError("ember run: give a run config: ember run [--experiment PLUGIN.so]... CONFIG.toml");
+    }
 
     config::LoadOptions load;
     load.defaults_file = config::find_defaults_file();
     if (vm.count("experiment")) {
-        for (const auto& plugin : vm["experiment"].as<std::vector<std::string>>()) load.command_line_experiments.emplace_back(plugin);
+        for (const auto& plugin : vm["experiment"].as<std::vector<std::string>>())
+            load.command_line_experiments.emplace_back(plugin);
     }
     config::RunConfig config = config::load_run_config(vm["config"].as<std::string>(), load);
-    if (vm.count("model")) config.model.path = std::filesystem::absolute(vm["model"].as<std::string>()).lexically_normal();
+    if (vm.count("model")) {
+        config.model.path = std::filesystem::absolute(vm["model"].as<std::string>()).lexically_normal();
+    }
     if (vm.count("trace")) {
         config.tracing.enabled = true;
         config.tracing.path = std::filesystem::absolute(vm["trace"].as<std::string>()).lexically_normal();

@@ -190,11 +190,11 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
             runner = std::make_unique<experiments::ExperimentRunner>(
                 experiments::specs_from_config(config), info,
                 experiments::RunnerOptions{config.hooks.failure, config.hooks.timeout_ms, {}});
+            runner->on_model_loaded(model_config);
         }
         runtime::Session session(*model.model, session_options);
         outcome.variant = session.backend().variant();
         if (runner) {
-            runner->on_model_loaded(model_config);
             hooks::EvalInfo prefill;
             prefill.n_tokens = outcome.prompt_tokens.size();
             prefill.tracing = session_options.observer != nullptr;
@@ -203,7 +203,10 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
         // No runner and no extraction: no hooks, so the session runs the DisabledHooks forward pass.
         hooks::HookChain chain{runner.get(), extractor ? &*extractor : nullptr};
         outcome.result = runtime::generate(session, outcome.prompt_tokens, generation, is_end, on_token, chain.simplest());
-        if (runner) runner->on_generation_complete(outcome.result.tokens.size(), experiment_stop_reason(outcome.result.stop_reason));
+        if (runner) {
+            runner->on_generation_complete(outcome.result.tokens.size(),
+                                           experiment_stop_reason(outcome.result.stop_reason));
+        }
     } catch (const experiments::ExperimentFailure& failure) {
         if (runner) runner->finish();
         write_failure_report(failure.what(), runner ? runner->snapshot() : failure.snapshot().value_or(no_experiments));

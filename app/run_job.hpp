@@ -3,8 +3,9 @@
 //   const LoadedModel model(config.model.path, arch);   // may serve several runs (sweeps)
 //   RunOutcome done = execute_run(config, model, {.on_token = print});
 //
-// In order: the output directory is created (and an earlier manifest.json in it removed);
-// a run id is made; the prompt is tokenized; the composed experiments are loaded and
+// In order: a run id is made; the prompt is tokenized (and an extraction's layers and
+// positions checked against the model and prompt); the output directory is created (and
+// an earlier manifest.json in it removed); the composed experiments are loaded and
 // created; on_model_loaded; the session (with the trace journal when [tracing] asks);
 // before_prefill; the generation loop (the experiments, then the extraction when
 // [output] extract = true, at every stage site); on_generation_complete; the instances
@@ -17,9 +18,8 @@
 //
 // A failure after the output directory exists still writes run.json (outcome "failed",
 // the error, what was generated so far), but no trace journal and no manifest, and then
-// propagates: ExperimentFailure for a
-// strict experiment failure (on_error was told first), any other error after the
-// experiments are told through on_error. Under fail_open a failing experiment is listed
+// propagates: ExperimentFailure for a strict experiment failure (on_error was told
+// first), any other error after the experiments are told through on_error. Under fail_open a failing experiment is listed
 // in run.json and the run goes on.
 #pragma once
 

@@ -17,6 +17,7 @@ demo: no model at $model
 MSG
   exit 1
 fi
+model=$(realpath "$model")
 "$root/scripts/setup.sh" >/dev/null
 "$root/scripts/build.sh" >/dev/null
 cd "$root"

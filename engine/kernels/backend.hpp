@@ -62,6 +62,9 @@ public:
 
     // "reference" or "fast".
     virtual std::string_view route() const = 0;
+    // The instruction-set variant the kernels were chosen for ("avx512+vnni+bf16",
+    // "avx2", "scalar"); "generic" for a route with no CPU-specific code. A static string.
+    virtual std::string_view variant() const { return "generic"; }
     // The implementation that serves `kernel` for a weight of `weight_type` (ignored by
     // kernels without a weight), e.g. "reference.matmul.q8_0". Static strings.
     virtual std::string_view kernel_name(KernelId kernel, gguf::GgmlType weight_type) const = 0;

@@ -33,6 +33,7 @@ public:
     explicit FastBackend(const KernelSet& kernels) : k_(kernels), pool_(ThreadPool::callers()) {}
 
     std::string_view route() const override { return "fast"; }
+    std::string_view variant() const override { return k_.description; }
 
     std::string_view kernel_name(KernelId kernel, gguf::GgmlType weight_type) const override {
         switch (kernel) {

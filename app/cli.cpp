@@ -5,9 +5,9 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <sstream>
 
 #include "common/error.hpp"
+#include "common/json_pretty.hpp"
 
 namespace ember::app {
 
@@ -51,44 +51,6 @@ std::string read_file(const std::filesystem::path& path, std::string_view what) 
     return bytes;
 }
 
-namespace {
-
-void pretty(std::ostream& os, const boost::json::value& v, int indent) {
-    const std::string pad(static_cast<std::size_t>(indent), ' ');
-    if (v.is_object()) {
-        const auto& obj = v.get_object();
-        if (obj.empty()) { os << "{}"; return; }
-        os << "{\n";
-        std::size_t i = 0;
-        for (const auto& kv : obj) {
-            os << pad << "  " << boost::json::serialize(kv.key()) << ": ";
-            pretty(os, kv.value(), indent + 2);
-            os << (++i < obj.size() ? ",\n" : "\n");
-        }
-        os << pad << "}";
-    } else if (v.is_array()) {
-        const auto& arr = v.get_array();
-        const bool flat = std::all_of(arr.begin(), arr.end(), [](const auto& e) { return !e.is_object() && !e.is_array(); });
-        if (arr.empty() || flat) { os << boost::json::serialize(v); return; }
-        os << "[\n";
-        for (std::size_t i = 0; i < arr.size(); ++i) {
-            os << pad << "  ";
-            pretty(os, arr[i], indent + 2);
-            os << (i + 1 < arr.size() ? ",\n" : "\n");
-        }
-        os << pad << "]";
-    } else {
-        os << boost::json::serialize(v);
-    }
-}
-
-}  // namespace
-
-std::string pretty_json(const boost::json::value& value) {
-    std::ostringstream os;
-    pretty(os, value, 0);
-    return os.str();
-}
 
 void print_json(const boost::json::value& value) { std::cout << pretty_json(value) << "\n"; }
 

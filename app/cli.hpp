@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/json_pretty.hpp"
 #include "models/model_config.hpp"
 
 namespace ember::app {
@@ -35,8 +36,8 @@ std::string read_file(const std::filesystem::path& path, std::string_view what);
 // Reads --prompt TEXT or --file PATH (exactly one); UsageError otherwise.
 std::string read_prompt(const po::variables_map& vm);
 
-// A JSON value indented two spaces a level, arrays of scalars on one line, no final newline.
-std::string pretty_json(const boost::json::value& value);
+// pretty_json (a JSON value indented two spaces a level, arrays of scalars on one line)
+// is ember::pretty_json from common/json_pretty.hpp.
 
 // Pretty-prints a JSON value followed by a newline to stdout.
 void print_json(const boost::json::value& value);

@@ -1,12 +1,15 @@
 // ember generate --model MODEL (--prompt TEXT | --file PATH) [--max-tokens N]
 //                [--route fast|reference] [--kv-type f32|f16] [--ctx N] [--temperature T] [--top-k K]
 //                [--top-p P] [--seed S] [--threads N] [--arch A] [--no-bos] [--json]
+//                [--trace FILE]
 // Continues a prompt: one prefill evaluation, then one decode evaluation per token.
+// --trace writes the operation journal (docs/formats.md, "Trace journal").
 // Plain output streams the generated text to stdout as it is produced (statistics go to
 // stderr); --json prints one object at the end. Both are described in docs/generate.md.
 #include <fmt/format.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -19,6 +22,7 @@
 #include "runtime/generate.hpp"
 #include "runtime/session.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "trace/journal.hpp"
 #include "utf8_stream.hpp"
 
 namespace ember::app {
@@ -57,7 +61,8 @@ int run_generate(const std::vector<std::string>& args) {
         ("threads", po::value<long long>()->default_value(default_threads), "threads (default: the hardware threads)")
         ("arch", po::value<std::string>()->default_value("auto"), "expected architecture: auto|llama|qwen3|gemma4")
         ("no-bos", po::bool_switch(), "do not add the BOS token even if the model asks for it")
-        ("json", po::bool_switch(), "print one JSON object at the end (docs/generate.md)");
+        ("json", po::bool_switch(), "print one JSON object at the end (docs/generate.md)")
+        ("trace", po::value<std::string>(), "write the operation journal (JSON lines) to FILE");
     po::positional_options_description positional;
     po::variables_map vm;
     if (!parse_options("generate", args, options, positional, vm)) return kExitOk;
@@ -94,6 +99,8 @@ int run_generate(const std::vector<std::string>& args) {
     if (vm["no-bos"].as<bool>()) encode.add_bos = false;
     const std::vector<std::int32_t> prompt_tokens = tok.encode_ids(prompt, encode);
     session_options.max_batch = prompt_tokens.size();
+    std::optional<trace::Journal> journal;
+    if (vm.count("trace")) session_options.observer = &journal.emplace(vm["trace"].as<std::string>());
     runtime::Session session(*model, session_options);
 
     TextPrinter print_token(tok);
@@ -102,11 +109,17 @@ int run_generate(const std::vector<std::string>& args) {
         as_json ? runtime::generate(session, prompt_tokens, generation, is_end)
                 : runtime::generate(session, prompt_tokens, generation, is_end, std::ref(print_token));
     const double total_ms = ms_since(start);
+    std::optional<trace::JournalSummary> traced;
+    if (journal) traced = journal->finish();
 
     if (!as_json) {
         print_token.finish();
         const std::string route_and_kernels = fmt::format("{} ({})", session.backend().route(), session.backend().variant());
         print_summary(prompt_tokens.size(), result, route_and_kernels, session.threads());
+        if (traced) {
+            fmt::print(stderr, "ember: trace {} ({} operations, fingerprint {})\n", traced->path.string(),
+                       traced->operations, traced->fingerprint);
+        }
         return kExitOk;
     }
 
@@ -132,6 +145,12 @@ int run_generate(const std::vector<std::string>& args) {
                      {"top_p", shortest(sampling.top_p)},
                      {"seed", sampling.seed}};
     o["timings"] = timings_json(result.timings, prompt_tokens.size(), load_ms, total_ms);
+    if (traced) {
+        o["trace"] = {{"path", traced->path.string()},
+                      {"operations", traced->operations},
+                      {"evaluations", traced->evaluations},
+                      {"fingerprint", traced->fingerprint}};
+    }
     print_json(o);
     return kExitOk;
 }

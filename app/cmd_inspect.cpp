@@ -4,12 +4,12 @@
 #include <fmt/format.h>
 
 #include <iostream>
-#include <map>
 
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
 #include "common/sha256.hpp"
+#include "extract/manifest.hpp"
 #include "gguf/gguf_file.hpp"
 #include "gguf/layout.hpp"
 #include "models/model_config.hpp"
@@ -57,23 +57,7 @@ json::object describe(const gguf::File& file, const models::ModelConfig& c, cons
     o["tied_output"] = file.find_tensor("output.weight") == nullptr;
     o["lm_head"] = file.find_tensor("output.weight") ? "output.weight" : "token_embd.weight";
 
-    json::array layers;
-    for (std::uint32_t l = 0; l < c.n_layers; ++l) {
-        const auto& L = c.layers[l];
-        layers.push_back({{"index", l},
-                          {"attention", L.sliding_window ? "sliding_window" : "full"},
-                          {"n_head", L.n_head},
-                          {"n_head_kv", L.n_head_kv},
-                          {"head_dim", L.head_dim},
-                          {"n_rot", L.n_rot},
-                          {"n_ff", L.n_ff},
-                          {"rope_base", L.rope_base},
-                          {"rope_freq_scale", L.rope_freq_scale},
-                          {"uses_rope_freqs", L.uses_rope_freqs},
-                          {"attention_scale", L.attention_scale},
-                          {"kv_source", L.kv_source}});
-    }
-    o["layers"] = std::move(layers);
+    o["layers"] = extract::layer_records(c);
 
     o["tokenizer"] = {{"model", tok.model},
                       {"pre", tok.pre},
@@ -83,15 +67,7 @@ json::object describe(const gguf::File& file, const models::ModelConfig& c, cons
                       {"add_bos", tok.add_bos},
                       {"add_eos", tok.add_eos}};
 
-    std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> histogram;  // type -> (count, bytes)
-    for (const auto& t : file.tensors()) {
-        auto& h = histogram[std::string(gguf::type_name(t.type))];
-        h.first += 1;
-        h.second += t.nbytes;
-    }
-    json::object types;
-    for (const auto& [name, h] : histogram) types[name] = {{"tensors", h.first}, {"bytes", h.second}};
-    o["weight_types"] = std::move(types);
+    o["weight_types"] = extract::weight_type_record(file);
 
     if (with_tensors) {
         json::array tensors;

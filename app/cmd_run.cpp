@@ -1,8 +1,9 @@
-// ember run [--experiment PLUGIN.so]... [--model PATH] CONFIG.toml
+// ember run [--experiment PLUGIN.so]... [--model PATH] [--trace FILE] CONFIG.toml
 // Runs a run config (docs/run-config.md): the experiments composed in order (the
 // defaults file's, the config's [[experiment]] entries, each --experiment), the
 // generated text streamed to stdout, a summary on stderr, and run.json in the config's
-// output directory. Exit status: 0 (also when fail_open went past failing experiments),
+// output directory, with the trace journal ([tracing] or --trace), the extraction
+// ([output] extract = true) and manifest.json beside it. Exit status: 0 (also when fail_open went past failing experiments),
 // 1 a failed run (a strict experiment failure prints exactly
 // `experiment 'NAME' failed in STAGE (phase=decode, layer=7): MESSAGE`), 2 bad usage.
 #include <fmt/format.h>
@@ -27,6 +28,7 @@ int run_run(const std::vector<std::string>& args) {
         ("experiment", po::value<std::vector<std::string>>()->composing(),
          "load this experiment plugin after the config's (repeatable; runs in the order given)")
         ("model", po::value<std::string>(), "run this GGUF model instead of the config's [model] path")
+        ("trace", po::value<std::string>(), "write the operation journal to FILE (as [tracing] enabled = true, path = FILE)")
         ("config", po::value<std::string>(), "the run config (TOML)");
     po::positional_options_description positional;
     positional.add("config", 1);
@@ -45,6 +47,10 @@ int run_run(const std::vector<std::string>& args) {
     config::RunConfig config = config::load_run_config(vm["config"].as<std::string>(), load);
     if (vm.count("model")) {
         config.model.path = std::filesystem::absolute(vm["model"].as<std::string>()).lexically_normal();
+    }
+    if (vm.count("trace")) {
+        config.tracing.enabled = true;
+        config.tracing.path = std::filesystem::absolute(vm["trace"].as<std::string>()).lexically_normal();
     }
 
     // A plugin that cannot be loaded stops the run before the model is even opened.
@@ -68,6 +74,11 @@ int run_run(const std::vector<std::string>& args) {
         fmt::print(stderr, "ember: {} experiment failure(s) passed over (hooks.failure = \"fail_open\"); first: {}\n",
                    outcome.experiment_failures.size(), outcome.experiment_failures.front());
     }
+    if (outcome.trace) {
+        fmt::print(stderr, "ember: trace {} ({} operations, fingerprint {})\n", outcome.trace->path.string(),
+                   outcome.trace->operations, outcome.trace->fingerprint);
+    }
+    if (outcome.arrays > 0) fmt::print(stderr, "ember: {} arrays extracted\n", outcome.arrays);
     fmt::print(stderr, "ember: run {} written to {}\n", outcome.run_id, outcome.report.string());
     return kExitOk;
 }

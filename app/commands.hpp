@@ -11,9 +11,13 @@ int run_inspect(const std::vector<std::string>& args);
 int run_tokenize(const std::vector<std::string>& args);
 int run_generate(const std::vector<std::string>& args);
 int run_plugins(const std::vector<std::string>& args);
-int run_run(const std::vector<std::string>& args);
+int run_trace(const std::vector<std::string>& args);
+int run_extract(const std::vector<std::string>& args);
+int run_verify(const std::vector<std::string>& args);
 int run_quantize(const std::vector<std::string>& args);
 int run_synth(const std::vector<std::string>& args);
+int run_run(const std::vector<std::string>& args);
+int run_sweep(const std::vector<std::string>& args);
 int run_bench(const std::vector<std::string>& args);
 
 }  // namespace ember::app

@@ -13,6 +13,8 @@
 #include "common/sha256.hpp"
 #include "experiments/experiment_runner.hpp"
 #include "experiments/run_report.hpp"
+#include "extract/extraction.hpp"
+#include "hooks/hook_chain.hpp"
 #include "generation_output.hpp"
 #include "runtime/session.hpp"
 
@@ -21,17 +23,6 @@ namespace {
 
 namespace json = boost::json;
 namespace fs = std::filesystem;
-
-tokenizer::EncodeOptions encode_options(config::AddBos add_bos) {
-    tokenizer::EncodeOptions options;
-    if (add_bos != config::AddBos::Auto) options.add_bos = add_bos == config::AddBos::Yes;
-    return options;
-}
-
-std::size_t resolve_threads(std::uint32_t configured) {
-    if (configured != 0) return configured;
-    return std::max(1u, std::thread::hardware_concurrency());
-}
 
 experiments::StopReason experiment_stop_reason(runtime::StopReason reason) {
     return reason == runtime::StopReason::MaxTokens ? experiments::StopReason::MaxTokens
@@ -62,7 +53,17 @@ struct ReportParts {
     bool hooks_active = false;
     std::size_t ctx = 0;
     double total_ms = 0;
+    const std::optional<trace::JournalSummary>* trace = nullptr;
 };
+
+json::value trace_json(const std::optional<trace::JournalSummary>* trace) {
+    if (trace == nullptr || !*trace) return nullptr;
+    const trace::JournalSummary& t = **trace;
+    return json::object{{"path", t.path.string()},
+                        {"operations", t.operations},
+                        {"evaluations", t.evaluations},
+                        {"fingerprint", t.fingerprint}};
+}
 
 json::object report_json(const ReportParts& p, const experiments::RunnerSnapshot& experiments) {
     json::object prompt{{"text", valid_utf8(p.prompt)}, {"tokens", json::value_from(p.outcome.prompt_tokens)}};
@@ -90,7 +91,7 @@ json::object report_json(const ReportParts& p, const experiments::RunnerSnapshot
         {"config", config::to_json(p.config)},
         {"model", model_json(p.model)},
         {"route", p.outcome.route},
-        {"cpu_variant", p.outcome.cpu_variant.empty() ? json::value(nullptr) : json::value(p.outcome.cpu_variant)},
+        {"cpu_variant", p.outcome.variant.empty() ? json::value(nullptr) : json::value(p.outcome.variant)},
         {"kv_type", p.config.model.kv_type},
         {"threads", p.outcome.threads},
         {"ctx", p.ctx},
@@ -98,22 +99,12 @@ json::object report_json(const ReportParts& p, const experiments::RunnerSnapshot
         {"prompt", std::move(prompt)},
         {"generated", std::move(generated)},
         {"timings", std::move(timings)},
+        {"trace", trace_json(p.trace)},
         {"experiments", experiments::experiments_report(experiments)},
     };
 }
 
 }  // namespace
-
-LoadedModel::LoadedModel(const fs::path& model_path, std::optional<models::Family> expected)
-    : LoadedModel(model_path, expected, Clock::now()) {}
-
-LoadedModel::LoadedModel(const fs::path& model_path, std::optional<models::Family> expected, Clock::time_point start)
-    : path(fs::absolute(model_path).lexically_normal()),
-      file(gguf::File::open(path)),
-      model(models::load_model(file, expected)),
-      tokenizer(tokenizer::Tokenizer::from_gguf(file)),
-      sha256(sha256_file_hex(path)),
-      load_ms(ms_since(start)) {}
 
 std::optional<models::Family> family_from_config(const config::RunConfig& config) {
     if (config.model.arch == "auto") return std::nullopt;
@@ -132,23 +123,23 @@ std::string make_run_id() {
 
 RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model, const RunOptions& options) {
     const auto start = Clock::now();
-    if (config.tracing.enabled && options.observer == nullptr) {
-        throw Error(fmt::format("{}: tracing.enabled = true, but this ember cannot write the operation journal yet",
-                                config.source.string()));
-    }
     const std::string config_hash = config::config_hash(config);
     const models::ModelConfig& model_config = model.model->config();
 
     RunOutcome outcome;
     outcome.run_id = make_run_id();
     outcome.route = config.model.route;
-    outcome.threads = resolve_threads(config.model.threads);
-    const std::string prompt = config.prompt.text ? *config.prompt.text : read_file(*config.prompt.file, "prompt file");
-    outcome.prompt_tokens = model.tokenizer.encode_ids(prompt, encode_options(config.prompt.add_bos));
+    outcome.config_hash = config_hash;
+    outcome.threads = extract::effective_threads(config.model.threads);
+    const std::string prompt = extract::read_prompt(config.prompt);
+    const extract::EncodedPrompt encoded = extract::encode_prompt(model.tokenizer, prompt, config.prompt.add_bos);
+    outcome.prompt_tokens = encoded.ids;
+    // An extraction's layers and positions are checked before anything is written.
+    std::optional<extract::Extractor> extractor;
+    if (config.output.extract) extractor.emplace(extract::resolve(config.output, model_config, encoded.ids.size()));
 
-    std::error_code ec;
-    fs::create_directories(config.output.dir, ec);
-    if (ec) throw Error(fmt::format("{}: cannot create the output directory: {}", config.output.dir.string(), ec.message()));
+    // Creates the output directory and removes an earlier run's manifest.
+    extract::RunDirectoryWriter directory(config.output.dir);
     outcome.report = config.output.dir / "run.json";
 
     experiments::RunInfo info{outcome.run_id, config.output.dir.string(), model.path.string(), model.sha256,
@@ -161,7 +152,10 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     session_options.context_length = config.model.ctx;
     session_options.threads = outcome.threads;
     session_options.max_batch = outcome.prompt_tokens.size();
+    session_options.all_logits = extractor && extractor->selection().needs_all_logits();
+    std::optional<trace::Journal> journal;
     session_options.observer = options.observer;
+    if (config.tracing.enabled && options.observer == nullptr) session_options.observer = &journal.emplace(config.tracing.path);
 
     runtime::GenerationOptions generation;
     generation.max_tokens = config.generation.max_tokens;
@@ -169,6 +163,7 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     generation.sampling.top_k = config.generation.top_k;
     generation.sampling.top_p = static_cast<float>(config.generation.top_p);
     generation.sampling.seed = config.generation.seed;
+    generation.all_prompt_logits = session_options.all_logits;
 
     std::vector<std::int32_t> generated;
     const auto on_token = [&](std::int32_t token) {
@@ -178,6 +173,7 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     const auto is_end = [&](std::int32_t token) { return model.tokenizer.is_end_of_generation(token); };
 
     ReportParts parts{config, config_hash, model, outcome, prompt, generated};
+    parts.trace = &outcome.trace;
     parts.ctx = config.model.ctx != 0 ? config.model.ctx : runtime::default_context_length(model_config);
     parts.hooks_active = !config.experiments.empty();
     const experiments::RunnerSnapshot no_experiments{config.hooks.failure, config.hooks.timeout_ms, {}, {}};
@@ -204,15 +200,16 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
             runner->on_model_loaded(model_config);
         }
         runtime::Session session(*model.model, session_options);
-        outcome.cpu_variant = session.backend().variant();
+        outcome.variant = session.backend().variant();
         if (runner) {
             hooks::EvalInfo prefill;
             prefill.n_tokens = outcome.prompt_tokens.size();
-            prefill.tracing = options.observer != nullptr;
+            prefill.tracing = session_options.observer != nullptr;
             runner->before_prefill(prefill);
         }
-        // No runner: no hooks, so the session runs the DisabledHooks forward pass.
-        outcome.result = runtime::generate(session, outcome.prompt_tokens, generation, is_end, on_token, runner.get());
+        // No runner and no extraction: no hooks, so the session runs the DisabledHooks forward pass.
+        hooks::HookChain chain{runner.get(), extractor ? &*extractor : nullptr};
+        outcome.result = runtime::generate(session, outcome.prompt_tokens, generation, is_end, on_token, chain.simplest());
         if (runner) {
             runner->on_generation_complete(outcome.result.tokens.size(),
                                            experiment_stop_reason(outcome.result.stop_reason));
@@ -232,9 +229,25 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
 
     parts.result = &outcome.result;
     if (runner) runner->finish();
+    if (journal) outcome.trace = journal->finish();
     const experiments::RunnerSnapshot snapshot = runner ? runner->snapshot() : no_experiments;
     outcome.experiment_failures = snapshot.failures;
     write_report(snapshot);
+
+    // The manifest last: run.json, the journal, the extraction's arrays.
+    directory.add_existing(outcome.report.filename().string());
+    extract::RunRecord record;
+    record.kind = "ember.run";
+    record.run_id = outcome.run_id;
+    record.route = outcome.route;
+    record.variant = outcome.variant;
+    record.config_hash = config_hash;
+    record.config = config::to_json(config);
+    record.trace = outcome.trace;
+    extract::write_extraction(directory, extractor ? &*extractor : nullptr, model, encoded, record,
+                              session_options.route, outcome.threads);
+    for (const auto& f : directory.files()) outcome.arrays += f.name.ends_with(".npy");
+    outcome.manifest = config.output.dir / extract::kManifestName;
     return outcome;
 }
 

@@ -3,17 +3,23 @@
 //   const LoadedModel model(config.model.path, arch);   // may serve several runs (sweeps)
 //   RunOutcome done = execute_run(config, model, {.on_token = print});
 //
-// In order: the output directory is created; a run id is made; the prompt is tokenized;
-// the composed experiments are loaded and created; on_model_loaded; the session;
-// before_prefill; the generation loop; on_generation_complete; the instances are
-// destroyed; run.json is written into the output directory (temporary name, then rename).
+// In order: a run id is made; the prompt is tokenized (and an extraction's layers and
+// positions checked against the model and prompt); the output directory is created (and
+// an earlier manifest.json in it removed); the composed experiments are loaded and
+// created; on_model_loaded; the session (with the trace journal when [tracing] asks);
+// before_prefill; the generation loop (the experiments, then the extraction when
+// [output] extract = true, at every stage site); on_generation_complete; the instances
+// are destroyed; run.json is written into the output directory (temporary name, then
+// rename); then the extraction's arrays, and manifest.json last, which lists run.json,
+// the journal (when it lies in the directory) and the arrays with their checksums, so
+// `ember verify` can check the whole directory (docs/formats.md).
 // With no experiment the runner is never built and the loop is given no hooks: the
 // forward pass is the DisabledHooks instantiation.
 //
 // A failure after the output directory exists still writes run.json (outcome "failed",
-// the error, what was generated so far) and then propagates: ExperimentFailure for a
-// strict experiment failure (on_error was told first), any other error after the
-// experiments are told through on_error. Under fail_open a failing experiment is listed
+// the error, what was generated so far), but no trace journal and no manifest, and then
+// propagates: ExperimentFailure for a strict experiment failure (on_error was told
+// first), any other error after the experiments are told through on_error. Under fail_open a failing experiment is listed
 // in run.json and the run goes on.
 #pragma once
 
@@ -31,35 +37,21 @@
 #include "kernels/ops.hpp"
 #include "models/model.hpp"
 #include "runtime/generate.hpp"
+#include "runtime/loaded_model.hpp"
 #include "tokenizer/tokenizer.hpp"
+#include "trace/journal.hpp"
 
 namespace ember::app {
 
-// A model file opened for running: weights, tokenizer and the file's sha256.
-struct LoadedModel {
-    LoadedModel(const std::filesystem::path& path, std::optional<models::Family> expected);
-    LoadedModel(const LoadedModel&) = delete;
-    LoadedModel& operator=(const LoadedModel&) = delete;
-
-    std::filesystem::path path;
-    gguf::File file;  // the weights are views into its mapping
-    std::unique_ptr<models::Model> model;
-    tokenizer::Tokenizer tokenizer;
-    std::string sha256;
-    double load_ms = 0;  // map, validate, load weights and tokenizer, hash
-
-private:
-    LoadedModel(const std::filesystem::path& path, std::optional<models::Family> expected,
-                std::chrono::steady_clock::time_point start);
-};
+using runtime::LoadedModel;  // one model may serve several runs (sweeps)
 
 // "auto" -> nullopt, else the family of that name (the config parser checked it).
 std::optional<models::Family> family_from_config(const config::RunConfig& config);
 
 struct RunOptions {
     std::function<void(std::int32_t)> on_token;  // each generated token as soon as it is chosen
-    // Tracing seam: an observer that sees every operation of the run (null = none). The
-    // operation journal behind `[tracing]` and `--trace` plugs in here.
+    // An observer that sees every operation of the run instead of the journal that
+    // [tracing] asks for (null: the journal when tracing.enabled, else none).
     kernels::OpObserver* observer = nullptr;
 };
 
@@ -71,7 +63,11 @@ struct RunOutcome {
     std::filesystem::path report;                  // run.json
     std::size_t threads = 0;
     std::string route;
-    std::string cpu_variant;  // the backend's kernels (Backend::variant); empty before the session exists
+    std::string variant;                         // the kernels' CPU variant
+    std::optional<trace::JournalSummary> trace;  // [tracing]: the journal written
+    std::size_t arrays = 0;                      // [output] extract: .npy files written
+    std::filesystem::path manifest;              // the output directory's manifest.json
+    std::string config_hash;
 };
 
 RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model, const RunOptions& options = {});

@@ -1,21 +1,48 @@
-// Writing a whole file so that a reader never sees half of it: the bytes go to a
-// temporary name in the same directory, which is renamed over the target only once
-// everything was written. On any failure the temporary file is removed and the target
-// is left as it was.
+// Writing a file so that no reader ever sees half of it: the bytes go to a temporary
+// name in the same directory (NAME.tmp.PID), through a 1 MiB stdio buffer, and commit()
+// renames the finished file into place. An AtomicFile destroyed before commit() (an
+// exception, a failed run) removes its temporary: nothing half-written is left behind.
+//
+//   AtomicFile out(dir / "trace.jsonl");
+//   out.write(line);  ...
+//   out.commit();
 #pragma once
 
+#include <cstddef>
+#include <cstdio>
 #include <filesystem>
-#include <functional>
-#include <ostream>
+#include <span>
 #include <string_view>
 
 namespace ember {
 
-// Throws ember::Error naming the path when the file cannot be created, written or renamed.
-void write_file_atomically(const std::filesystem::path& path, std::string_view bytes);
+class AtomicFile {
+public:
+    // Creates the temporary (the directory must exist). Throws ember::Error naming it.
+    explicit AtomicFile(std::filesystem::path path);
+    ~AtomicFile();
+    AtomicFile(const AtomicFile&) = delete;
+    AtomicFile& operator=(const AtomicFile&) = delete;
 
-// The same for a file written piece by piece: `write` streams the contents into `out`
-// (an exception from it, or a failed stream, removes the temporary file).
-void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::ostream& out)>& write);
+    void write(std::string_view bytes);
+    void write(std::span<const std::byte> bytes);
+    // Flushes, closes and renames the temporary to path(). Throws ember::Error (disk
+    // full, rename refused) after removing the temporary.
+    void commit();
+
+    const std::filesystem::path& path() const { return path_; }
+    const std::filesystem::path& temporary_path() const { return temp_; }
+
+private:
+    void discard() noexcept;
+
+    std::filesystem::path path_;
+    std::filesystem::path temp_;
+    std::FILE* file_ = nullptr;
+    bool failed_ = false;
+};
+
+// The whole of `bytes` as `path`, atomically.
+void write_file_atomically(const std::filesystem::path& path, std::string_view bytes);
 
 }  // namespace ember

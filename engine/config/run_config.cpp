@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <boost/json/parse.hpp>
+#include <boost/json/value_from.hpp>
 
 #include <cstdlib>
 #include <limits>
@@ -87,6 +88,22 @@ OutputSection parse_output(const toml::table& table, const std::string& file, co
     OutputSection o;
     TableReader r(table, "output", file);
     if (auto v = r.path("dir", base)) o.dir = *v;
+    if (auto v = r.boolean("extract")) o.extract = *v;
+    if (auto v = r.choice_list("stages", {"before_layer", "after_attention", "after_mlp", "after_layer", "before_logits",
+                                          "after_logits"})) {
+        o.stages = *v;
+    }
+    if (auto v = r.word_or_indices("layers", {"all"}, kMaxInt32)) {
+        if (v->word.empty()) o.layers.emplace(v->indices.begin(), v->indices.end());
+    }
+    if (auto v = r.word_or_indices("positions", {"all", "last"}, kMaxInt32)) {
+        if (v->word == "all") o.positions.kind = PositionSelection::Kind::All;
+        else if (v->word == "last") o.positions.kind = PositionSelection::Kind::Last;
+        else o.positions = {PositionSelection::Kind::List, {v->indices.begin(), v->indices.end()}};
+    }
+    if (auto v = r.choice("logits", {"none", "last", "all"}))
+        o.logits = *v == "none" ? LogitsDump::None : *v == "last" ? LogitsDump::Last : LogitsDump::All;
+    if (auto v = r.integer("logit_lens", 0, 1 << 20)) o.logit_lens = static_cast<std::uint32_t>(*v);
     r.finish();
     return o;
 }
@@ -129,6 +146,31 @@ std::vector<ExperimentEntry> parse_experiments(TableReader& top, const std::stri
 fs::path absolute_normal(const fs::path& p) { return fs::absolute(p).lexically_normal(); }
 
 }  // namespace
+
+std::string_view logits_dump_name(LogitsDump dump) {
+    switch (dump) {
+        case LogitsDump::None: return "none";
+        case LogitsDump::Last: return "last";
+        case LogitsDump::All: return "all";
+    }
+    return "none";
+}
+
+boost::json::object extraction_json(const OutputSection& o) {
+    namespace json = boost::json;
+    json::array stages;
+    for (const auto& s : o.stages) stages.push_back(json::value(s));
+    json::value layers = "all";
+    if (o.layers) layers = json::value_from(*o.layers);
+    json::value positions = o.positions.kind == PositionSelection::Kind::All    ? json::value("all")
+                            : o.positions.kind == PositionSelection::Kind::Last ? json::value("last")
+                                                                                : json::value_from(o.positions.list);
+    return {{"stages", std::move(stages)},
+            {"layers", std::move(layers)},
+            {"positions", std::move(positions)},
+            {"logits", logits_dump_name(o.logits)},
+            {"logit_lens", o.logit_lens}};
+}
 
 std::string_view failure_policy_name(FailurePolicy policy) {
     return policy == FailurePolicy::Strict ? "strict" : "fail_open";
@@ -202,6 +244,17 @@ std::optional<fs::path> find_defaults_file() {
     return std::nullopt;
 }
 
+namespace {
+
+boost::json::object output_json(const OutputSection& o) {
+    boost::json::object out = extraction_json(o);
+    out["dir"] = o.dir.string();
+    out["extract"] = o.extract;
+    return out;
+}
+
+}  // namespace
+
 boost::json::object to_json(const RunConfig& c) {
     namespace json = boost::json;
     json::object prompt;
@@ -231,7 +284,7 @@ boost::json::object to_json(const RunConfig& c) {
           {"top_p", c.generation.top_p},
           {"seed", c.generation.seed}}},
         {"tracing", {{"enabled", c.tracing.enabled}, {"path", c.tracing.path.string()}}},
-        {"output", {{"dir", c.output.dir.string()}}},
+        {"output", output_json(c.output)},
         {"hooks", {{"failure", failure_policy_name(c.hooks.failure)}, {"timeout_ms", c.hooks.timeout_ms}}},
         {"experiments", std::move(experiments)},
     };

@@ -51,11 +51,30 @@ struct TracingSection {
     std::filesystem::path path;  // default: <output.dir>/trace.jsonl
 };
 
-// Where the run writes. Later extraction keys (stages, layers, positions, logits,
-// logit_lens) belong here too: add a field and one getter in parse_output().
+// Which prompt positions an extraction keeps.
+struct PositionSelection {
+    enum class Kind { All, Last, List };
+    Kind kind = Kind::All;
+    std::vector<std::uint32_t> list;  // Kind::List: the positions, as written
+};
+
+enum class LogitsDump { None, Last, All };
+
+// Where the run writes, and what a hidden-state extraction records (docs/extraction.md).
+// `ember extract` always extracts; `ember run` when `extract` is true.
 struct OutputSection {
     std::filesystem::path dir;  // default: runs/<config file name without .toml>, beside the config
+    bool extract = false;
+    std::vector<std::string> stages = {"after_layer"};  // hook stage names, in the order given
+    std::optional<std::vector<std::uint32_t>> layers;   // nullopt: every layer
+    PositionSelection positions;
+    LogitsDump logits = LogitsDump::None;
+    std::uint32_t logit_lens = 0;  // top-K per position and chosen layer; 0 = off
 };
+
+std::string_view logits_dump_name(LogitsDump dump);  // "none" | "last" | "all"
+// The output section's extraction keys as JSON (what the manifest and run.json record).
+boost::json::object extraction_json(const OutputSection& output);
 
 struct HooksSection {
     FailurePolicy failure = FailurePolicy::Strict;

@@ -99,6 +99,53 @@ std::optional<bool> TableReader::boolean(std::string_view key) {
     return n->as_boolean()->get();
 }
 
+std::optional<std::vector<std::string>> TableReader::choice_list(std::string_view key,
+                                                                 std::initializer_list<std::string_view> allowed) {
+    const toml::node* n = node(key);
+    if (!n) return std::nullopt;
+    std::string list;
+    for (auto a : allowed) list += fmt::format("{}\"{}\"", list.empty() ? "" : ", ", a);
+    if (!n->is_array()) wrong_type(key, *n, fmt::format("an array of strings ({})", list));
+    std::vector<std::string> out;
+    for (const toml::node& item : *n->as_array()) {
+        if (!item.is_string()) fail(item, fmt::format("{} must hold only strings ({})", qualified(key), list));
+        const std::string value = item.as_string()->get();
+        if (std::find(allowed.begin(), allowed.end(), value) == allowed.end())
+            fail(item, fmt::format("{}: \"{}\" is not one of {}", qualified(key), value, list));
+        if (std::find(out.begin(), out.end(), value) != out.end())
+            fail(item, fmt::format("{}: \"{}\" is given twice", qualified(key), value));
+        out.push_back(value);
+    }
+    return out;
+}
+
+std::optional<TableReader::WordOrIndices> TableReader::word_or_indices(std::string_view key,
+                                                                       std::initializer_list<std::string_view> words,
+                                                                       std::int64_t max) {
+    const toml::node* n = node(key);
+    if (!n) return std::nullopt;
+    std::string list;
+    for (auto w : words) list += fmt::format("{}\"{}\"", list.empty() ? "" : ", ", w);
+    WordOrIndices out;
+    if (n->is_string()) {
+        out.word = n->as_string()->get();
+        if (std::find(words.begin(), words.end(), out.word) == words.end())
+            fail(*n, fmt::format("{} = \"{}\" is not one of {} or an array of integers", qualified(key), out.word, list));
+        return out;
+    }
+    if (!n->is_array()) wrong_type(key, *n, fmt::format("{} or an array of integers", list));
+    for (const toml::node& item : *n->as_array()) {
+        if (!item.is_integer()) fail(item, fmt::format("{} must hold only integers", qualified(key)));
+        const std::int64_t v = item.as_integer()->get();
+        if (v < 0 || v > max) fail(item, fmt::format("{}: {} is outside [0, {}]", qualified(key), v, max));
+        if (std::find(out.indices.begin(), out.indices.end(), v) != out.indices.end())
+            fail(item, fmt::format("{}: {} is given twice", qualified(key), v));
+        out.indices.push_back(v);
+    }
+    if (out.indices.empty()) fail(*n, fmt::format("{} is an empty array", qualified(key)));
+    return out;
+}
+
 std::optional<std::filesystem::path> TableReader::path(std::string_view key, const std::filesystem::path& base) {
     auto text = string(key);
     if (!text) return std::nullopt;

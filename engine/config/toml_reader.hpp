@@ -43,6 +43,16 @@ public:
     // A float; an integer is accepted and converted. Non-finite values are refused.
     std::optional<double> number(std::string_view key, double min, double max);
     std::optional<bool> boolean(std::string_view key);
+    // An array of strings, each one of `allowed`, none twice.
+    std::optional<std::vector<std::string>> choice_list(std::string_view key,
+                                                        std::initializer_list<std::string_view> allowed);
+    // Either one of `words` (a string) or an array of distinct integers in [0, max].
+    struct WordOrIndices {
+        std::string word;                   // empty when the value is an array
+        std::vector<std::int64_t> indices;  // in the order written
+    };
+    std::optional<WordOrIndices> word_or_indices(std::string_view key, std::initializer_list<std::string_view> words,
+                                                 std::int64_t max);
     // A path string, resolved against `base` when relative, lexically normalized.
     std::optional<std::filesystem::path> path(std::string_view key, const std::filesystem::path& base);
     const toml::table* table(std::string_view key);

@@ -184,12 +184,9 @@ std::vector<std::byte> Writer::to_bytes() const {
 }
 
 void Writer::write_file(const std::filesystem::path& path) const {
-    write_file_atomically(path, [&](std::ostream& out) {
-        write([&](std::span<const std::byte> bytes) {
-            out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-            if (!out) throw Error(fmt::format("{}: write failed (disk full?)", path.string()));
-        });
-    });
+    AtomicFile out(path);  // removes its temporary if anything below throws
+    write([&](std::span<const std::byte> bytes) { out.write(bytes); });
+    out.commit();
 }
 
 }  // namespace ember::gguf

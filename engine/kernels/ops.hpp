@@ -2,8 +2,10 @@
 // object, naming it the way llama.cpp names its graph nodes ("attn_q" in layer 3) and
 // saying what kind of operation it is. Ops forwards the call to the Backend of the
 // chosen route and, only when an observer is attached (tracing), times it and reports an
-// OpRecord: name, kind, layer, shapes, bytes, estimated FLOPs, route and kernel. With no
-// observer the cost is one predictable branch per operation.
+// OpRecord: name, kind, layer, shapes, bytes, estimated FLOPs, route, kernel and CPU
+// variant (all three asked of the Backend). With no observer the cost is one predictable
+// branch per operation. The session tells the observer where each evaluation begins
+// (begin_evaluation), so that a journal knows the phase and step of every operation.
 #pragma once
 
 #include <array>
@@ -55,6 +57,7 @@ struct OpRecord {
     OpSite site;
     std::string_view route;
     std::string_view kernel;
+    std::string_view variant;  // Backend::variant(); empty for work outside the backend (sampling)
     std::optional<gguf::GgmlType> weight_type;
     std::array<std::size_t, 2> input_shape{};   // [rows, cols] of the main activation input
     std::array<std::size_t, 2> output_shape{};  // [rows, cols]
@@ -62,11 +65,21 @@ struct OpRecord {
     std::uint64_t output_bytes = 0;
     std::uint64_t estimated_flops = 0;
     std::uint64_t duration_ns = 0;
+    std::chrono::steady_clock::time_point start{};  // when the operation began
+};
+
+// One evaluation of the model, announced before its first operation.
+struct EvaluationMark {
+    std::string_view phase;  // "prefill" or "decode"
+    std::size_t step = 0;    // 0 for the prefill, then 1, 2, ... per decode evaluation
+    std::size_t start_position = 0;
+    std::size_t n_tokens = 0;
 };
 
 class OpObserver {
 public:
     virtual ~OpObserver() = default;
+    virtual void begin_evaluation(const EvaluationMark& /*mark*/) {}
     virtual void on_op(const OpRecord& record) = 0;
 };
 
@@ -198,6 +211,8 @@ private:
         describe(record);
         record.route = backend_.route();
         record.kernel = backend_.kernel_name(kernel, record.weight_type.value_or(gguf::GgmlType::F32));
+        record.variant = backend_.variant();
+        record.start = start;
         record.duration_ns = static_cast<std::uint64_t>(
             std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
         observer_->on_op(record);

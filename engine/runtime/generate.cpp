@@ -42,6 +42,7 @@ void report_sampling(const Session& session, const Sampler& sampler, std::size_t
     record.output_shape = {1, 1};
     record.input_bytes = n_vocab * sizeof(float);
     record.output_bytes = sizeof(std::int32_t);
+    record.start = start;
     record.duration_ns = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
     observer->on_op(record);
@@ -64,12 +65,12 @@ GenerationResult generate(Session& session, std::span<const std::int32_t> prompt
     result.steps.reserve(options.max_tokens);
 
     auto start = Clock::now();
-    kernels::ConstRows logits = session.prefill(prompt, false, hooks);
+    kernels::ConstRows logits = session.prefill(prompt, options.all_prompt_logits, hooks);
     result.timings.prefill_ms = ms_since(start);
 
     for (std::size_t i = 0; i < options.max_tokens; ++i) {
         start = Clock::now();
-        const std::span<const float> row(logits.row(0), logits.cols);
+        const std::span<const float> row(logits.row(logits.rows - 1), logits.cols);  // the last position's
         const std::int32_t token = sampler.sample(row);
         if (token < 0) throw Error("every logit is NaN; cannot choose a token");
         const TokenScore score = score_token(row, token);

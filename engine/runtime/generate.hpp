@@ -22,6 +22,10 @@ std::string_view stop_reason_name(StopReason reason);  // "max_tokens", "end_of_
 struct GenerationOptions {
     std::size_t max_tokens = 32;
     SamplingOptions sampling;
+    // The prefill computes the logits (and final norm) of every prompt position, not only
+    // the last: the logits hook stages then see every row (an extraction asks for this).
+    // The first token is still chosen from the last position's logits.
+    bool all_prompt_logits = false;
 };
 
 struct GenerationStep {

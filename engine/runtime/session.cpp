@@ -112,6 +112,9 @@ kernels::ConstRows Session::evaluate(std::span<const std::int32_t> tokens, hooks
     eval.info.tracing = ops_.observer() != nullptr;
     eval.info.all_logits = all_logits;
 
+    if (kernels::OpObserver* observer = ops_.observer()) {
+        observer->begin_evaluation({hooks::phase_name(phase), eval.info.step, position_, tokens.size()});
+    }
     arena_->arena.execute([&] {
         if (hooks != nullptr) {
             model_.evaluate(eval, state_, ops_, *hooks);

@@ -17,6 +17,7 @@
 // (whatever was captured, "complete": false); each file is written to a temporary name
 // and renamed, the manifest last.
 #include <ember/experiment.hpp>
+#include <ember/npy.hpp>
 
 #include <filesystem>
 #include <map>
@@ -25,7 +26,6 @@
 #include <vector>
 
 #include "common/json_text.hpp"
-#include "common/npy.hpp"
 #include "common/selection.hpp"
 
 namespace {
@@ -138,7 +138,7 @@ private:
         std::string arrays;
         for (const auto& [key, s] : series_) {
             const std::size_t rows = s.positions.size();
-            ember_plugins::write_npy_f32(dir_ / s.file_name(), s.values.data(), {rows, s.cols});
+            ember::npy::write_f32(dir_ / s.file_name(), s.values.data(), {rows, s.cols});
             arrays += std::string(arrays.empty() ? "\n    " : ",\n    ") +
                       "{\"file\": " + ember_plugins::json_string(s.file_name()) +
                       ", \"stage\": " + ember_plugins::json_string(ember_plugins::stage_name(s.stage)) +
@@ -158,7 +158,7 @@ private:
             ", \"prompt_token_ids\": " + ember_plugins::json_int_array(prompt_token_ids_) + "},\n  \"model\": " +
             (model_.empty() ? "null" : model_) + ",\n  \"arrays\": [" + arrays + (arrays.empty() ? "" : "\n  ") +
             "]\n}\n";
-        ember_plugins::write_file_atomically(dir_ / "manifest.json", manifest, nullptr, 0);
+        ember::npy::write_file_atomically(dir_ / "manifest.json", manifest, nullptr, 0);
     }
 
     Selection selection_;

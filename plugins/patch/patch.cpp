@@ -14,6 +14,7 @@
 // At a selected site, every selected row whose position the source captured is
 // overwritten with the captured row; other rows are left alone.
 #include <ember/experiment.hpp>
+#include <ember/npy.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -23,7 +24,6 @@
 #include <tuple>
 #include <vector>
 
-#include "common/npy.hpp"
 #include "common/selection.hpp"
 
 namespace {
@@ -127,7 +127,7 @@ private:
             if (!selection_.wants_site(*stage, phase, layer)) continue;
 
             const fs::path file = dir_ / member(a, "file", name_).as_string();
-            ember_plugins::NpyArray npy = ember_plugins::read_npy(file);
+            ember::npy::Array npy = ember::npy::read(file);
             const auto& positions = member(a, "positions", name_).items();
             if (npy.shape.size() != 2 || npy.shape[0] != positions.size())
                 throw std::runtime_error(name_ + ": " + file.filename().string() + " does not match its manifest entry");

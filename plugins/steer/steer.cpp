@@ -12,11 +12,11 @@
 //   positions = "all"              # or "last", or [0, 3]
 //   phase = "all"                  # or "prefill", "decode"
 #include <ember/experiment.hpp>
+#include <ember/npy.hpp>
 
 #include <string>
 #include <vector>
 
-#include "common/npy.hpp"
 #include "common/selection.hpp"
 
 namespace {
@@ -31,7 +31,7 @@ public:
         if (!config.has("vector")) throw ember::ConfigError("config key 'vector' (a .npy file) is required");
         path_ = ember::host().resolve_path(config.get_string("vector", ""));
         coefficient_ = static_cast<float>(config.get_double("coefficient", 1.0));
-        const ember_plugins::NpyArray array = ember_plugins::read_npy(path_);
+        const ember::npy::Array array = ember::npy::read(path_);
         const auto& s = array.shape;
         if (!(s.size() == 1 || (s.size() == 2 && s[0] == 1)))
             throw std::runtime_error("steer vector '" + path_ + "' must have shape (n,) or (1, n)");

@@ -5,7 +5,7 @@
 // configs are refused by name.
 #include <doctest/doctest.h>
 
-#include "common/npy.hpp"
+#include <ember/npy.hpp>
 #include "synthetic_run.hpp"
 
 using namespace ember;
@@ -44,7 +44,7 @@ std::vector<float> row(const std::vector<float>& tensor, std::size_t r, std::siz
 std::string write_vector(const TempDir& dir, const std::string& name, std::vector<float> values,
                          std::vector<std::size_t> shape = {}) {
     if (shape.empty()) shape = {values.size()};
-    ember_plugins::write_npy_f32(dir.path() / name, values.data(), shape);
+    ember::npy::write_f32(dir.path() / name, values.data(), shape);
     return name;
 }
 

@@ -399,3 +399,62 @@ TEST_CASE("configs/demo.toml parses") {
     REQUIRE(c.experiments.size() == 1);
     CHECK(c.experiments[0].plugin == fs::path(EMBER_SOURCE_DIR) / "build" / "plugins" / "libablate.so");
 }
+
+TEST_CASE("[output] extraction keys: defaults, every form, errors at file:line:column, in the hash") {
+    TempDir dir;
+    const RunConfig defaults = load_run_config(write(dir.path() / "d.toml", kMinimal));
+    CHECK(!defaults.output.extract);
+    CHECK(defaults.output.stages == std::vector<std::string>{"after_layer"});
+    CHECK(!defaults.output.layers);
+    CHECK(defaults.output.positions.kind == PositionSelection::Kind::All);
+    CHECK(defaults.output.logits == LogitsDump::None);
+    CHECK(defaults.output.logit_lens == 0);
+    const auto o = to_json(defaults).at("output").as_object();
+    CHECK(o.at("stages") == boost::json::array{"after_layer"});
+    CHECK(o.at("layers") == "all");
+    CHECK(o.at("positions") == "all");
+    CHECK(o.at("logits") == "none");
+    CHECK(o.at("logit_lens") == 0);
+    CHECK(o.at("extract") == false);
+
+    const RunConfig c = load_run_config(write(dir.path() / "c.toml", std::string(kMinimal) + R"([output]
+extract = true
+stages = ["before_logits", "after_mlp"]
+layers = [3, 0]
+positions = [4, 1]
+logits = "all"
+logit_lens = 10
+)"));
+    CHECK(c.output.extract);
+    CHECK(c.output.stages == std::vector<std::string>{"before_logits", "after_mlp"});
+    CHECK(c.output.layers == std::vector<std::uint32_t>{3, 0});
+    CHECK(c.output.positions.kind == PositionSelection::Kind::List);
+    CHECK(c.output.positions.list == std::vector<std::uint32_t>{4, 1});
+    CHECK(c.output.logits == LogitsDump::All);
+    CHECK(c.output.logit_lens == 10);
+    CHECK(config_hash(c) != config_hash(defaults));
+    const RunConfig last = load_run_config(write(dir.path() / "l.toml", std::string(kMinimal) + "[output]\npositions = \"last\"\n"));
+    CHECK(last.output.positions.kind == PositionSelection::Kind::Last);
+
+    const std::string out = std::string(kMinimal) + "[output]\n";
+    CHECK(error_of(out + "stages = \"after_layer\"\n") ==
+          "x.toml:6:10: output.stages must be an array of strings (\"before_layer\", \"after_attention\", \"after_mlp\", "
+          "\"after_layer\", \"before_logits\", \"after_logits\"), not a string");
+    CHECK(error_of(out + "stages = [\"after_layer\", \"after_everything\"]\n") ==
+          "x.toml:6:26: output.stages: \"after_everything\" is not one of \"before_layer\", \"after_attention\", "
+          "\"after_mlp\", \"after_layer\", \"before_logits\", \"after_logits\"");
+    CHECK(error_of(out + "stages = [\"after_mlp\", \"after_mlp\"]\n") == "x.toml:6:24: output.stages: \"after_mlp\" is given twice");
+    CHECK(error_of(out + "layers = \"some\"\n") == "x.toml:6:10: output.layers = \"some\" is not one of \"all\" or an array of integers");
+    CHECK(error_of(out + "layers = [1, -2]\n") == "x.toml:6:14: output.layers: -2 is outside [0, 2147483647]");
+    CHECK(error_of(out + "layers = [1, \"2\"]\n") == "x.toml:6:14: output.layers must hold only integers");
+    CHECK(error_of(out + "layers = []\n") == "x.toml:6:10: output.layers is an empty array");
+    CHECK(error_of(out + "positions = 3\n") ==
+          "x.toml:6:13: output.positions must be \"all\", \"last\" or an array of integers, not an integer");
+    CHECK(error_of(out + "positions = [2, 2]\n") == "x.toml:6:17: output.positions: 2 is given twice");
+    CHECK(error_of(out + "logits = \"first\"\n") == "x.toml:6:10: output.logits = \"first\" is not one of \"none\", \"last\", \"all\"");
+    CHECK(error_of(out + "logit_lens = -1\n") == "x.toml:6:14: output.logit_lens = -1 is outside [0, 1048576]");
+    CHECK(error_of(out + "extract = \"yes\"\n") == "x.toml:6:11: output.extract must be true or false, not a string");
+    CHECK(error_of(out + "stage = [\"after_layer\"]\n") ==
+          "x.toml:6:1: unknown key 'stage' in [output] (known keys: dir, extract, stages, layers, positions, logits, "
+          "logit_lens)");
+}

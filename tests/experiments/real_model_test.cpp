@@ -13,7 +13,7 @@
 #include <cmath>
 
 #include "common/sha256.hpp"
-#include "common/npy.hpp"
+#include <ember/npy.hpp>
 #include "gguf/gguf_file.hpp"
 #include "models/model.hpp"
 #include "runtime/generate.hpp"
@@ -87,8 +87,8 @@ Outcome run(const Fixture& f, const std::vector<experiments::ExperimentSpec>& sp
     return out;
 }
 
-ember_plugins::NpyArray captured(const fs::path& dir, const std::string& file) {
-    return ember_plugins::read_npy(dir / "capture" / file);
+ember::npy::Array captured(const fs::path& dir, const std::string& file) {
+    return ember::npy::read(dir / "capture" / file);
 }
 
 }  // namespace
@@ -167,7 +167,7 @@ TEST_CASE("steer changes the next layer's input by exactly the vector, coefficie
         const Fixture f(name, out.path());
         std::vector<float> v(f.config().n_embd);
         for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.25f * static_cast<float>(i % 7) - 0.5f;
-        ember_plugins::write_npy_f32(out.path() / "v.npy", v.data(), {v.size()});
+        ember::npy::write_f32(out.path() / "v.npy", v.data(), {v.size()});
 
         const auto clean = run(f, {});
         const auto zero = run(f, {spec(builtin_plugin("steer"), R"({"vector": "v.npy", "coefficient": 0, "stage": "before_layer"})",
@@ -183,7 +183,7 @@ TEST_CASE("steer changes the next layer's input by exactly the vector, coefficie
         REQUIRE(steered.failure.empty());
         for (const char* phase : {"prefill", "decode"}) {
             const auto after0 = captured(out.path(), fmt::format("after_layer.layer0.{}.npy", phase));
-            const auto before1 = ember_plugins::read_npy(out.path() / "steered" / fmt::format("before_layer.layer1.{}.npy", phase));
+            const auto before1 = ember::npy::read(out.path() / "steered" / fmt::format("before_layer.layer1.{}.npy", phase));
             std::size_t mismatches = 0;
             for (std::size_t i = 0; i < before1.values.size(); ++i)
                 if (before1.values[i] != after0.values[i] + v[i % v.size()]) ++mismatches;

@@ -158,13 +158,4 @@ TEST_CASE("route = \"fast\" runs the fast route and generates what ember generat
     CHECK(run.out == generated.output);
 }
 
-TEST_CASE("[tracing] enabled is refused clearly until the operation journal exists") {
-    TempDir dir;
-    const auto run = ember_run(dir, run_config(fixture_path("models/stories260K.gguf"), kPrompt, 2) +
-                                        "[tracing]\nenabled = true\n");
-    CHECK(run.exit_code == 1);
-    CHECK(run.err.find("tracing.enabled = true, but this ember cannot write the operation journal yet") != std::string::npos);
-    CHECK_FALSE(run.has_report);
-}
-
 }  // namespace ember::test

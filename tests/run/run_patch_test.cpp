@@ -8,10 +8,9 @@
 // - patch refuses, by name, a source captured from a prompt of another length or on
 //   another route.
 #include <doctest/doctest.h>
-
+#include <ember/npy.hpp>
 #include <fmt/format.h>
 
-#include "common/npy.hpp"
 #include "ember_run.hpp"
 
 namespace ember::test {
@@ -49,8 +48,8 @@ void check_same_logits(const EmberRun& a, const EmberRun& b) {
     for (const char* phase : {"prefill", "decode"}) {
         CAPTURE(phase);
         const auto file = fmt::format("capture/after_logits.{}.npy", phase);
-        const auto x = ember_plugins::read_npy(a.output_dir / file);
-        const auto y = ember_plugins::read_npy(b.output_dir / file);
+        const auto x = ember::npy::read(a.output_dir / file);
+        const auto y = ember::npy::read(b.output_dir / file);
         CHECK(x.shape == y.shape);
         CHECK(x.values == y.values);  // bit for bit (no NaN here)
     }
@@ -78,8 +77,8 @@ TEST_CASE("patch with another prompt's captures at every layer reproduces that p
         const auto b = capture_run(b_dir, model, kPromptB);
         REQUIRE(a.report.at("prompt").at("tokens").as_array().size() == b.report.at("prompt").at("tokens").as_array().size());
         REQUIRE(a.report.at("prompt").at("tokens") != b.report.at("prompt").at("tokens"));
-        const auto a_logits = ember_plugins::read_npy(a.output_dir / "capture/after_logits.prefill.npy");
-        const auto b_logits = ember_plugins::read_npy(b.output_dir / "capture/after_logits.prefill.npy");
+        const auto a_logits = ember::npy::read(a.output_dir / "capture/after_logits.prefill.npy");
+        const auto b_logits = ember::npy::read(b.output_dir / "capture/after_logits.prefill.npy");
         REQUIRE(a_logits.values != b_logits.values);  // the prompts lead to different logits
 
         const auto patched = patched_run(patched_dir, model, kPromptA, b.output_dir / "capture");

@@ -1,0 +1,235 @@
+#include "sweep.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "common/error.hpp"
+#include "config/run_config.hpp"
+#include "extract/verify.hpp"
+#include "generation_output.hpp"
+#include "run_job.hpp"
+
+namespace ember::app {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+// Each model file (with its expected family) loaded at most once, on first use; a model
+// that fails to load fails every config that names it, with the same message.
+class ModelCache {
+public:
+    struct Entry {
+        std::mutex loading;
+        std::shared_ptr<const LoadedModel> model;
+        std::string error;
+        bool tried = false;
+    };
+
+    // The model and whether an earlier run loaded it.
+    std::pair<std::shared_ptr<const LoadedModel>, bool> get(const config::RunConfig& config) {
+        Entry& entry = slot(fmt::format("{}\n{}", config.model.path.string(), config.model.arch));
+        const std::lock_guard lock(entry.loading);  // others wanting this model wait for it
+        const bool shared = entry.tried;
+        if (!entry.tried) {
+            entry.tried = true;
+            try {
+                entry.model = std::make_shared<const LoadedModel>(config.model.path, family_from_config(config));
+            } catch (const std::exception& e) {
+                entry.error = e.what();
+            }
+        }
+        if (!entry.model) throw Error(entry.error);
+        return {entry.model, shared};
+    }
+
+private:
+    Entry& slot(const std::string& key) {
+        const std::lock_guard lock(mutex_);
+        auto& entry = entries_[key];
+        if (!entry) entry = std::make_unique<Entry>();
+        return *entry;
+    }
+
+    std::mutex mutex_;
+    std::map<std::string, std::unique_ptr<Entry>> entries_;
+};
+
+// A config with what the planning found: its parse error, or a reason to skip it.
+struct Planned {
+    std::optional<config::RunConfig> config;
+    SweepRun run;
+};
+
+Planned plan(const fs::path& file, const std::optional<fs::path>& defaults, bool force) {
+    Planned p;
+    p.run.config = file;
+    try {
+        config::LoadOptions load;
+        load.defaults_file = defaults;
+        p.config = config::load_run_config(file, load);
+    } catch (const std::exception& e) {
+        p.run.error = e.what();
+        return p;
+    }
+    p.run.config_hash = config::config_hash(*p.config);
+    p.run.output_dir = p.config->output.dir;
+    if (!force && fs::exists(p.config->output.dir / "manifest.json")) {
+        const extract::VerifyReport report = extract::verify_run_directory(p.config->output.dir);
+        if (report.ok() && report.config_hash == p.run.config_hash) {
+            p.run.outcome = SweepOutcome::Skipped;
+            p.run.error = "a verified result for this config hash is already in the output directory (--force reruns it)";
+        }
+    }
+    return p;
+}
+
+void run_one(Planned& p, ModelCache& models) {
+    const auto start = Clock::now();
+    try {
+        auto [model, shared] = models.get(*p.config);
+        p.run.model_shared = shared;
+        p.run.load_ms = shared ? 0.0 : model->load_ms;
+        const RunOutcome outcome = execute_run(*p.config, *model);
+        p.run.outcome = SweepOutcome::Ok;
+        p.run.run_id = outcome.run_id;
+        p.run.prompt_tokens = outcome.prompt_tokens.size();
+        p.run.generated_tokens = outcome.result.tokens.size();
+        p.run.prefill_ms = outcome.result.timings.prefill_ms;
+        p.run.decode_ms = outcome.result.timings.decode_ms;
+    } catch (const std::exception& e) {
+        p.run.outcome = SweepOutcome::Failed;
+        p.run.error = e.what();
+    }
+    p.run.total_ms = ms_since(start);
+}
+
+std::string csv_field(const std::string& text) {
+    if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
+    std::string out = "\"";
+    for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return out + "\"";
+}
+
+}  // namespace
+
+std::string_view sweep_outcome_name(SweepOutcome outcome) {
+    switch (outcome) {
+        case SweepOutcome::Ok: return "ok";
+        case SweepOutcome::Failed: return "failed";
+        case SweepOutcome::Skipped: return "skipped";
+    }
+    return "failed";
+}
+
+std::vector<fs::path> expand_configs(const std::vector<std::string>& arguments) {
+    std::vector<fs::path> out;
+    for (const std::string& argument : arguments) {
+        const fs::path path(argument);
+        std::error_code ec;
+        if (fs::is_directory(path, ec)) {
+            std::vector<fs::path> found;
+            for (const auto& entry : fs::directory_iterator(path))
+                if (entry.path().extension() == ".toml" && !entry.is_directory()) found.push_back(entry.path());
+            if (found.empty()) throw UsageError(fmt::format("ember sweep: {} holds no *.toml run config", argument));
+            std::sort(found.begin(), found.end());
+            out.insert(out.end(), found.begin(), found.end());
+        } else if (fs::exists(path, ec)) {
+            out.push_back(path);
+        } else {
+            throw UsageError(fmt::format("ember sweep: {}: no such file or directory", argument));
+        }
+    }
+    return out;
+}
+
+std::vector<SweepRun> execute_sweep(const std::vector<fs::path>& configs, const SweepOptions& options) {
+    const std::optional<fs::path> defaults = config::find_defaults_file();
+    std::vector<Planned> planned;
+    for (const fs::path& file : configs) planned.push_back(plan(file, defaults, options.force));
+
+    // Two runs must not write one directory.
+    std::map<fs::path, fs::path> owner;
+    for (Planned& p : planned) {
+        if (!p.config) continue;
+        const auto [it, fresh] = owner.emplace(p.config->output.dir, p.run.config);
+        if (!fresh) {
+            p.run.outcome = SweepOutcome::Failed;
+            p.run.error = fmt::format("output.dir {} is also the output directory of {}", p.config->output.dir.string(),
+                                      it->second.string());
+            p.config.reset();
+        }
+    }
+
+    ModelCache models;
+    std::mutex report;
+    std::atomic<std::size_t> next{0};
+    std::size_t done = 0;
+    const auto worker = [&] {
+        for (std::size_t i = next++; i < planned.size(); i = next++) {
+            Planned& p = planned[i];
+            const bool runnable = p.config && p.run.outcome != SweepOutcome::Skipped;
+            if (runnable) {
+                if (options.on_run_start) {
+                    const std::lock_guard lock(report);
+                    options.on_run_start(p.run.config);
+                }
+                run_one(p, models);
+            }
+            const std::lock_guard lock(report);
+            ++done;
+            if (options.on_run_done) options.on_run_done(p.run, done, planned.size());
+        }
+    };
+    const std::size_t jobs = std::clamp<std::size_t>(options.jobs, 1, std::max<std::size_t>(planned.size(), 1));
+    std::vector<std::thread> threads;
+    for (std::size_t j = 1; j < jobs; ++j) threads.emplace_back(worker);
+    worker();
+    for (auto& t : threads) t.join();
+
+    std::vector<SweepRun> out;
+    for (Planned& p : planned) out.push_back(std::move(p.run));
+    return out;
+}
+
+json::array sweep_summary_json(const std::vector<SweepRun>& runs) {
+    json::array out;
+    for (const SweepRun& r : runs) {
+        out.push_back({{"config", r.config.string()},
+                       {"outcome", sweep_outcome_name(r.outcome)},
+                       {"error", r.error.empty() ? json::value(nullptr) : json::value(r.error)},
+                       {"run_id", r.run_id.empty() ? json::value(nullptr) : json::value(r.run_id)},
+                       {"config_hash", r.config_hash},
+                       {"output_dir", r.output_dir.string()},
+                       {"prompt_tokens", r.prompt_tokens},
+                       {"generated_tokens", r.generated_tokens},
+                       {"model_shared", r.model_shared},
+                       {"load_ms", r.load_ms},
+                       {"prefill_ms", r.prefill_ms},
+                       {"decode_ms", r.decode_ms},
+                       {"total_ms", r.total_ms}});
+    }
+    return out;
+}
+
+std::string sweep_summary_csv(const std::vector<SweepRun>& runs) {
+    std::string out =
+        "config,outcome,error,run_id,config_hash,output_dir,prompt_tokens,generated_tokens,model_shared,load_ms,"
+        "prefill_ms,decode_ms,total_ms\n";
+    for (const SweepRun& r : runs) {
+        out += fmt::format("{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f}\n", csv_field(r.config.string()),
+                           sweep_outcome_name(r.outcome), csv_field(r.error), r.run_id, r.config_hash,
+                           csv_field(r.output_dir.string()), r.prompt_tokens, r.generated_tokens,
+                           r.model_shared ? "true" : "false", r.load_ms, r.prefill_ms, r.decode_ms, r.total_ms);
+    }
+    return out;
+}
+
+}  // namespace ember::app

@@ -1,0 +1,57 @@
+// Many run configs, each run exactly as `ember run` runs one (execute_run), with what a
+// batch needs on top: configs from directories, a model loaded once however many
+// configs use it, runs whose verified result already exists skipped, several runs at
+// once on worker threads (each run has its own session and its own experiment
+// instances; only the immutable loaded model is shared), and a summary of every run.
+#pragma once
+
+#include <boost/json/array.hpp>
+
+#include <cstddef>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ember::app {
+
+enum class SweepOutcome { Ok, Failed, Skipped };
+std::string_view sweep_outcome_name(SweepOutcome outcome);  // "ok", "failed", "skipped"
+
+struct SweepRun {
+    std::filesystem::path config;  // as found
+    SweepOutcome outcome = SweepOutcome::Failed;
+    std::string error;             // failed: why; skipped: what was found
+    std::string run_id;
+    std::string config_hash;
+    std::filesystem::path output_dir;
+    std::size_t prompt_tokens = 0;
+    std::size_t generated_tokens = 0;
+    bool model_shared = false;     // the model was already loaded for an earlier config
+    double load_ms = 0;            // loading the model (0 when shared)
+    double prefill_ms = 0;
+    double decode_ms = 0;
+    double total_ms = 0;           // this run, wall time
+};
+
+struct SweepOptions {
+    std::size_t jobs = 1;
+    bool force = false;  // run even where a verified result for the same config hash exists
+    // Called as each run ends (from the worker that ran it, one call at a time).
+    std::function<void(const SweepRun& run, std::size_t done, std::size_t total)> on_run_done;
+    // Called as a run starts (one call at a time).
+    std::function<void(const std::filesystem::path& config)> on_run_start;
+};
+
+// CONFIG arguments: files as given, directories as their *.toml files in name order.
+// UsageError for a path that does not exist or a directory without configs.
+std::vector<std::filesystem::path> expand_configs(const std::vector<std::string>& arguments);
+
+// Runs every config; the result is in the order of `configs`, whatever ran first.
+std::vector<SweepRun> execute_sweep(const std::vector<std::filesystem::path>& configs, const SweepOptions& options);
+
+// The summary as JSON (an array of objects) or CSV (a header line, then one line a run).
+boost::json::array sweep_summary_json(const std::vector<SweepRun>& runs);
+std::string sweep_summary_csv(const std::vector<SweepRun>& runs);
+
+}  // namespace ember::app

@@ -1,0 +1,190 @@
+#include "extract/extraction.hpp"
+
+#include <fmt/format.h>
+
+#include <boost/json/value_from.hpp>
+
+#include <chrono>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include "common/error.hpp"
+#include "common/sha256.hpp"
+#include "extract/logit_lens.hpp"
+
+namespace ember::extract {
+namespace {
+
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
+
+json::object tensor_contract(const Selection& s) {
+    json::array stages;
+    for (hooks::Stage stage : kStages)
+        if (s.has(stage)) stages.push_back(json::value(hooks::stage_name(stage)));
+    return {
+        {"phase", "prefill"},
+        {"stages", std::move(stages)},
+        {"layers", json::value_from(s.layers)},
+        {"positions", json::value_from(s.positions)},
+        {"rows", "one row per selected prompt position, ascending; position p is tokenizer.token_ids[p]"},
+        {"columns", "the stage's features: n_embd for layer stages and before_logits, n_vocab for after_logits"},
+        {"values", "float32 exactly as the engine computed them (no normalization, no rounding)"},
+    };
+}
+
+}  // namespace
+
+std::string read_prompt(const config::PromptSection& prompt) {
+    if (prompt.text) return *prompt.text;
+    if (!prompt.file) throw Error("the run has no prompt (prompt.text or prompt.file)");
+    std::ifstream in(*prompt.file, std::ios::binary);
+    if (!in) throw Error(fmt::format("{}: cannot open prompt file", prompt.file->string()));
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::size_t effective_threads(std::uint32_t threads) {
+    if (threads > 0) return threads;
+    return std::max(1u, std::thread::hardware_concurrency());
+}
+
+namespace {
+
+// The arrays of one extraction, written, and their manifest entries.
+struct WrittenArrays {
+    json::value tensor_contract = nullptr;
+    json::array tensors;
+    json::value logits = nullptr;
+    json::value lens = nullptr;
+};
+
+WrittenArrays write_arrays(RunDirectoryWriter& writer, const Extractor& extractor, const LoadedModel& model,
+                           runtime::Route route, std::size_t threads) {
+    extractor.check_complete();
+    const Selection& s = extractor.selection();
+    WrittenArrays out;
+    out.tensor_contract = tensor_contract(s);
+    for (const Capture* c : extractor.captures()) {
+        const FileRecord file = writer.write_npy_f32(capture_file_name(*c), c->values.data(), {c->positions.size(), c->cols});
+        out.tensors.push_back(tensor_entry(*c, file));
+    }
+    if (const Capture* c = extractor.logits()) {
+        const FileRecord file = writer.write_npy_f32("logits.npy", c->values.data(), {c->positions.size(), c->cols});
+        json::object entry = tensor_entry(*c, file);
+        entry["stage"] = "logits";
+        out.logits = std::move(entry);
+    }
+    if (s.lens_top_k > 0) {
+        json::array layers;
+        for (const LensLayer& l : logit_lens(*model.model, route, threads, extractor.lens_sources(), s.lens_top_k)) {
+            const std::vector<std::size_t> shape = {l.positions.size(), l.k};
+            const FileRecord ids = writer.write_npy_i32(fmt::format("logit_lens.layer{}.ids.npy", l.layer), l.ids.data(), shape);
+            const FileRecord values =
+                writer.write_npy_f32(fmt::format("logit_lens.layer{}.logits.npy", l.layer), l.logits.data(), shape);
+            layers.push_back({{"layer", l.layer},
+                              {"ids_file", ids.name},
+                              {"logits_file", values.name},
+                              {"positions", json::value_from(l.positions)},
+                              {"shape", json::value_from(shape)}});
+        }
+        out.lens = json::object{
+            {"top_k", s.lens_top_k},
+            {"source", "after_layer rows through the final norm and the LM head (soft-capped where the model is)"},
+            {"order", "best first; equal logits by lower id; NaN last"},
+            {"ids_dtype", "int32"},
+            {"logits_dtype", "float32"},
+            {"layers", std::move(layers)},
+        };
+    }
+    return out;
+}
+
+}  // namespace
+
+void write_extraction(RunDirectoryWriter& writer, const Extractor* extractor, const LoadedModel& model,
+                      const EncodedPrompt& prompt, const RunRecord& run, runtime::Route route, std::size_t threads) {
+    WrittenArrays arrays = extractor ? write_arrays(writer, *extractor, model, route, threads) : WrittenArrays{};
+
+    json::value trace = nullptr;
+    if (run.trace) {
+        json::object t{{"path", run.trace->path.string()},
+                       {"operations", run.trace->operations},
+                       {"evaluations", run.trace->evaluations},
+                       {"fingerprint", run.trace->fingerprint},
+                       {"file", nullptr}};
+        if (run.trace->path.parent_path() == writer.dir()) t["file"] = writer.add_existing(run.trace->path.filename().string()).name;
+        trace = std::move(t);
+    }
+
+    json::object manifest{
+        {"schema_version", kManifestSchemaVersion},
+        {"kind", run.kind},
+        {"run_id", run.run_id.empty() ? json::value(nullptr) : json::value(run.run_id)},
+        {"layout", "one .npy per (stage, layer): STAGE.layerN.npy for layer stages, STAGE.npy for the logits stages; "
+                   "logits.npy; logit_lens.layerN.ids.npy and .logits.npy; manifest.json last"},
+        {"dtype", "float32"},
+        {"output_format", {{"format", "npy"}, {"version", "1.0"}, {"order", "C"}, {"byte_order", "little"}}},
+        {"tensor_contract", std::move(arrays.tensor_contract)},
+        {"model", model_record(model.path, model.file, model.model->config(), model.sha256)},
+        {"tokenizer", tokenizer_record(model.tokenizer, prompt)},
+        {"backend", {{"route", run.route}, {"variant", run.variant}}},
+        {"route", run.route},
+        {"config_hash", run.config_hash},
+        {"config", run.config},
+        {"samples", json::array{sample_record(prompt)}},
+        {"tensors", std::move(arrays.tensors)},
+        {"logits", std::move(arrays.logits)},
+        {"logit_lens", std::move(arrays.lens)},
+        {"trace", std::move(trace)},
+    };
+    writer.commit(std::move(manifest));
+}
+
+ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfig& config,
+                                const ExtractionOptions& options) {
+    const auto route = runtime::route_from_name(config.model.route);
+    if (!route) throw Error(fmt::format("model.route '{}' is not one of reference, fast", config.model.route));
+    const EncodedPrompt prompt = encode_prompt(model.tokenizer, read_prompt(config.prompt), config.prompt.add_bos);
+    const Selection selection = resolve(config.output, model.model->config(), prompt.ids.size());
+    const std::size_t threads = effective_threads(config.model.threads);
+
+    // Opening the directory removes an earlier manifest before anything is written.
+    RunDirectoryWriter writer(config.output.dir);
+    writer.on_file_written = options.on_file_written;
+
+    std::optional<trace::Journal> journal;
+    runtime::SessionOptions session_options;
+    session_options.route = *route;
+    session_options.context_length = config.model.ctx;
+    session_options.threads = threads;
+    session_options.max_batch = prompt.ids.size();
+    session_options.all_logits = selection.needs_all_logits();
+    if (config.tracing.enabled) session_options.observer = &journal.emplace(config.tracing.path);
+    runtime::Session session(*model.model, session_options);
+
+    Extractor extractor(selection);
+    auto start = Clock::now();
+    session.prefill(prompt.ids, selection.needs_all_logits(), &extractor);
+    ExtractionResult result;
+    result.prefill_ms = ms_since(start);
+    if (journal) result.trace = journal->finish();
+
+    start = Clock::now();
+    RunRecord run;
+    run.route = session.backend().route();
+    run.variant = session.backend().variant();
+    run.config_hash = config::config_hash(config);
+    run.config = config::to_json(config);
+    run.trace = result.trace;
+    write_extraction(writer, &extractor, model, prompt, run, *route, threads);
+    result.write_ms = ms_since(start);
+    result.dir = writer.dir();
+    result.n_tokens = prompt.ids.size();
+    for (const FileRecord& f : writer.files()) result.arrays += f.name.ends_with(".npy");
+    return result;
+}
+
+}  // namespace ember::extract

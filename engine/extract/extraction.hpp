@@ -1,0 +1,75 @@
+// Hidden-state extraction, end to end: the prompt through one prefill evaluation with an
+// Extractor attached, then the run directory written (arrays, logits, logit lens, the
+// manifest last). `ember extract` calls run_extraction(); a generation run that also
+// extracts attaches an Extractor itself and calls write_extraction() after it.
+//
+//   const runtime::LoadedModel model(config.model.path, arch);
+//   const auto result = extract::run_extraction(model, config);
+#pragma once
+
+#include <boost/json/object.hpp>
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "config/run_config.hpp"
+#include "extract/extractor.hpp"
+#include "extract/manifest.hpp"
+#include "extract/run_directory.hpp"
+#include "gguf/gguf_file.hpp"
+#include "models/model.hpp"
+#include "runtime/loaded_model.hpp"
+#include "runtime/session.hpp"
+#include "tokenizer/tokenizer.hpp"
+#include "trace/journal.hpp"
+
+namespace ember::extract {
+
+using runtime::LoadedModel;
+
+// The prompt of a run config: prompt.text, or the bytes of prompt.file.
+std::string read_prompt(const config::PromptSection& prompt);
+
+// What the manifest says about the run besides the arrays.
+struct RunRecord {
+    std::string kind = "ember.extraction";  // "ember.run" for `ember run`'s output directory
+    std::string run_id;                      // empty: none (ember extract)
+    std::string route;
+    std::string variant;
+    std::string config_hash;
+    boost::json::object config;  // config::to_json of the run config
+    std::optional<trace::JournalSummary> trace;
+};
+
+// Writes every capture, the logits dump and the logit lens of `extractor` (none when
+// null) into `writer`, then the manifest listing them with every file added to `writer`
+// before (and the trace journal when it lies in the directory). `route`/`threads` run
+// the lens.
+void write_extraction(RunDirectoryWriter& writer, const Extractor* extractor, const LoadedModel& model,
+                      const EncodedPrompt& prompt, const RunRecord& run, runtime::Route route, std::size_t threads);
+
+struct ExtractionResult {
+    std::filesystem::path dir;
+    std::size_t n_tokens = 0;
+    std::size_t arrays = 0;  // .npy files written
+    std::optional<trace::JournalSummary> trace;
+    double prefill_ms = 0;
+    double write_ms = 0;
+};
+
+struct ExtractionOptions {
+    std::function<void(const FileRecord&)> on_file_written;  // see RunDirectoryWriter
+};
+
+// Runs the extraction `config` describes ([model], [prompt], [output], [tracing]) on
+// `model`. Throws ember::Error; a failure leaves no manifest in the output directory.
+ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfig& config,
+                                const ExtractionOptions& options = {});
+
+// --threads / model.threads: 0 means every hardware thread.
+std::size_t effective_threads(std::uint32_t threads);
+
+}  // namespace ember::extract

@@ -1,0 +1,51 @@
+// What an extraction records, resolved against one model and one prompt: the stages, the
+// layers (ascending), the prompt positions (ascending), the logits dump and the logit
+// lens width. Built from the [output] section of a run config (config::OutputSection),
+// which `ember extract` fills from its options with the parse_* functions below.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/run_config.hpp"
+#include "hooks/hooks.hpp"
+#include "models/model_config.hpp"
+
+namespace ember::extract {
+
+inline constexpr std::array<hooks::Stage, 6> kStages = {
+    hooks::Stage::BeforeLayer, hooks::Stage::AfterAttention, hooks::Stage::AfterMlp,
+    hooks::Stage::AfterLayer,  hooks::Stage::BeforeLogits,   hooks::Stage::AfterLogits};
+
+inline bool is_layer_stage(hooks::Stage s) { return s != hooks::Stage::BeforeLogits && s != hooks::Stage::AfterLogits; }
+
+struct Selection {
+    std::array<bool, 6> stages{};        // indexed by hooks::Stage
+    std::vector<std::uint32_t> layers;   // ascending
+    std::vector<std::size_t> positions;  // ascending prompt positions
+    std::size_t n_tokens = 0;            // the prompt's length
+    config::LogitsDump logits = config::LogitsDump::None;
+    std::uint32_t lens_top_k = 0;        // 0: no logit lens
+
+    bool has(hooks::Stage s) const { return stages[static_cast<std::size_t>(s)]; }
+    bool has_layer(std::uint32_t layer) const;
+    // Whether the prefill must compute the logits (and final norm) of every position: the
+    // logits dump asks for all of them, or a logits stage wants more than the last.
+    bool needs_all_logits() const;
+};
+
+// Checks the request against the model and the prompt; ember::Error naming the key
+// (output.layers, output.positions, output.logit_lens) for a layer or position that does
+// not exist or a lens wider than the vocabulary.
+Selection resolve(const config::OutputSection& output, const models::ModelConfig& model, std::size_t n_tokens);
+
+// Command-line forms (ember extract), into `output`. UsageError naming the option.
+void parse_stages(const std::string& text, config::OutputSection& output);     // "after_layer,after_mlp"
+void parse_layers(const std::string& text, config::OutputSection& output);     // "all" | "0,3"
+void parse_positions(const std::string& text, config::OutputSection& output);  // "all" | "last" | "0,5"
+void parse_logits(const std::string& text, config::OutputSection& output);     // "none" | "last" | "all"
+
+}  // namespace ember::extract

@@ -1,0 +1,37 @@
+// A model file opened for running: the mapped file, the model's weights (views into the
+// mapping), its tokenizer and the file's SHA-256 (what run.json and manifests record).
+// Immutable once loaded, so one LoadedModel may serve many runs, one after another or at
+// once (a sweep loads each model once).
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "gguf/gguf_file.hpp"
+#include "models/model.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace ember::runtime {
+
+struct LoadedModel {
+    // Throws ember::Error naming the file on anything malformed; `expected` is --arch.
+    LoadedModel(const std::filesystem::path& path, std::optional<models::Family> expected);
+    LoadedModel(const LoadedModel&) = delete;
+    LoadedModel& operator=(const LoadedModel&) = delete;
+
+    std::filesystem::path path;  // absolute
+    gguf::File file;             // the weights are views into its mapping
+    std::unique_ptr<models::Model> model;
+    tokenizer::Tokenizer tokenizer;
+    std::string sha256;
+    double load_ms = 0;  // map, validate, load weights and tokenizer, hash
+
+private:
+    LoadedModel(const std::filesystem::path& path, std::optional<models::Family> expected,
+                std::chrono::steady_clock::time_point start);
+};
+
+}  // namespace ember::runtime

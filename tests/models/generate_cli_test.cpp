@@ -84,21 +84,19 @@ TEST_CASE("ember generate: the same seed gives the same tokens, with 1 or 2 thre
 TEST_CASE("ember generate --route fast: the same story on every CPU variant, and the variant named") {
     for (const char* variant : {"scalar", "avx2", "avx512"}) {
         CAPTURE(variant);
-        const CommandResult r = run_command(std::string("EMBER_CPU=") + variant + " " + EMBER_BINARY +
-                                                " generate --route fast --threads 2 --max-tokens 24 --model " +
-                                                shell_quote(fixture_path("models/stories260K-q8_0.gguf").string()) +
-                                                " --prompt " + shell_quote(kPrompt),
-                                            false);
+        const auto on_variant = [&](const std::string& options) {
+            return run_command(std::string("EMBER_CPU=") + variant + " " + EMBER_BINARY + " generate --threads 2 " + options +
+                                   " --model " + shell_quote(fixture_path("models/stories260K-q8_0.gguf").string()) +
+                                   " --prompt " + shell_quote(kPrompt),
+                               false);
+        };
+        const CommandResult r = on_variant("--route fast --max-tokens 24");
         if (r.exit_code != 0) {  // a variant this CPU lacks is refused by name
             CHECK(r.exit_code == 1);
             continue;
         }
         CHECK(r.output == " named Lily. She loved to play outside in the park. One day, she saw\n");
-        const CommandResult j = run_command(std::string("EMBER_CPU=") + variant + " " + EMBER_BINARY +
-                                                " generate --json --threads 2 --max-tokens 2 --model " +
-                                                shell_quote(fixture_path("models/stories260K-q8_0.gguf").string()) +
-                                                " --prompt " + shell_quote(kPrompt),
-                                            false);
+        const CommandResult j = on_variant("--json --max-tokens 2");
         REQUIRE(j.exit_code == 0);
         const json::object o = json::parse(j.output).as_object();
         CHECK(o.at("route").as_string() == "fast");  // the default

@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "kernels/fast/kernel_types.hpp"
+#include "kernels/fast/tile_walk.hpp"
 
 namespace ember::kernels::fast {
 namespace {
@@ -16,30 +17,6 @@ inline float avx2_fold8(__m256 v) {
     const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // l0+l4, l1+l5, ...
     const __m128 pairs = _mm_add_ps(s, _mm_movehl_ps(s, s));                              // (s0+s2), (s1+s3)
     return _mm_cvtss_f32(_mm_add_ss(pairs, _mm_movehdup_ps(pairs)));
-}
-
-// Walks rows in groups of R and tokens in groups of T (remainders with smaller tiles).
-// Tile::run<R, T>(task, first_row, first_token) computes one tile.
-template <typename Tile, int R, int T>
-void avx2_token_remainder(const MatmulTask& task, std::size_t r0, std::size_t t0, std::size_t count) {
-    if constexpr (T > 0) {
-        if (count == T) Tile::template run<R, T>(task, r0, t0);
-        else avx2_token_remainder<Tile, R, T - 1>(task, r0, t0, count);
-    }
-}
-
-template <typename Tile, int R, int T>
-void avx2_tokens_of_rows(const MatmulTask& task, std::size_t r0) {
-    std::size_t t = 0;
-    for (; t + T <= task.n_tokens; t += T) Tile::template run<R, T>(task, r0, t);
-    if (t < task.n_tokens) avx2_token_remainder<Tile, R, T - 1>(task, r0, t, task.n_tokens - t);
-}
-
-template <typename Tile, int R, int T>
-void avx2_walk_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    std::size_t r = row_begin;
-    for (; r + R <= row_end; r += R) avx2_tokens_of_rows<Tile, R, T>(task, r);
-    for (; r < row_end; ++r) avx2_tokens_of_rows<Tile, 1, T>(task, r);
 }
 
 }  // namespace

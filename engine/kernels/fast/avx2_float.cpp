@@ -1,14 +1,13 @@
 // The AVX2 variant's F32 / F16 / BF16 products (compiled with -mavx2 -mfma -mf16c; see
 // variant_kernels.hpp for the rules of a variant translation unit), in llama.cpp's two
-// summation orders (kernel_types.hpp SumOrder), the same bits as the AVX-512 variant:
-// its 16-lane accumulators are pairs of 8-lane registers here (lanes 0-7, 8-15), and
-// vdpbf16ps is emulated exactly (float_sums.hpp). Tiles of R rows x T tokens reuse
-// loads without changing any output's sequence of operations.
+// summation orders (kernel_types.hpp SumOrder; the tiles are float_tiles.hpp's), the same
+// bits as the AVX-512 variant: its 16-lane accumulators are pairs of 8-lane registers
+// here (lanes 0-7, 8-15), and vdpbf16ps is emulated exactly (float_sums.hpp).
 #include "kernels/fast/intrinsics.hpp"
 
 #include "kernels/fast/avx2_common.hpp"
 #include "kernels/fast/float_sums.hpp"
-#include "kernels/fast/prefetch.hpp"
+#include "kernels/fast/float_tiles.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 
 namespace ember::kernels::fast::avx2 {
@@ -20,12 +19,19 @@ struct Lanes16 {
     __m256 lo, hi;
 };
 
+
 Lanes16 zero_lanes() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
 Lanes16 add(Lanes16 a, Lanes16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
 Lanes16 fmadd(Lanes16 w, Lanes16 a, Lanes16 acc) { return {_mm256_fmadd_ps(w.lo, a.lo, acc.lo), _mm256_fmadd_ps(w.hi, a.hi, acc.hi)}; }
 // reduce16: lane j + 8 onto j, then the eight-lane fold
 float fold16(Lanes16 v) { return avx2_fold8(_mm256_add_ps(v.hi, v.lo)); }
 float combine_four(const Lanes16* acc) { return fold16(add(add(acc[0], acc[2]), add(acc[1], acc[3]))); }
+
+struct Avx2Lanes {
+    using Accumulator = Lanes16;
+    static Lanes16 zero() { return zero_lanes(); }
+    static float fold(Lanes16 acc) { return fold16(acc); }
+};
 
 // The first `count` elements of p, zero-padded to N.
 template <typename Element, int N>
@@ -36,7 +42,7 @@ struct Padded {
     }
 };
 
-struct F32Policy {
+struct F32Policy : Avx2Lanes {
     using Element = float;
     using Vector = Lanes16;
     static constexpr std::size_t kChunk = 16;
@@ -50,7 +56,7 @@ struct F32Policy {
 
 float half_value(std::uint16_t h) { return _cvtsh_ss(h); }
 
-struct F16Policy {
+struct F16Policy : Avx2Lanes {
     using Element = std::uint16_t;
     using Vector = Lanes16;
     static constexpr std::size_t kChunk = 16;
@@ -88,7 +94,7 @@ __m256 dpbf16(__m256 acc, __m256i w, __m256i a) {
     return flush_subnormals(_mm256_castps_si256(_mm256_fmadd_ps(w_even, a_even, acc)));
 }
 
-struct BF16Policy {
+struct BF16Policy : Avx2Lanes {
     using Element = std::uint16_t;
     using Vector = Pairs16;
     static constexpr std::size_t kChunk = 32;
@@ -104,78 +110,14 @@ struct BF16Policy {
     }
 };
 
-// tinyBLAS: one 16-lane accumulator per output, over chunks (a last partial chunk is
-// zero-padded).
-template <typename P>
-struct TiledTile {
-    template <int R, int T>
-    static void run(const MatmulTask& task, std::size_t r0, std::size_t t0) {
-        using Element = typename P::Element;
-        const Element* w[R];
-        const Element* a[T];
-        for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Element*>(task.weights + (r0 + r) * task.weight_row_bytes);
-        for (int t = 0; t < T; ++t) a[t] = reinterpret_cast<const Element*>(task.acts + (t0 + t) * task.act_row_bytes);
-        Lanes16 acc[R][T];
-        for (int r = 0; r < R; ++r)
-            for (int t = 0; t < T; ++t) acc[r][t] = zero_lanes();
-
-        const std::size_t n = task.cols;
-        const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, n / P::kChunk);
-        std::size_t k = 0;
-        for (; k + P::kChunk <= n; k += P::kChunk) {
-            prefetch(k / P::kChunk);
-            typename P::Vector wv[R];
-            for (int r = 0; r < R; ++r) wv[r] = P::load(w[r] + k);
-            for (int t = 0; t < T; ++t) {
-                const typename P::Vector av = P::load(a[t] + k);
-                for (int r = 0; r < R; ++r) acc[r][t] = P::accumulate(acc[r][t], wv[r], av);
-            }
-        }
-        if (k < n) {
-            for (int t = 0; t < T; ++t) {
-                const typename P::Vector av = P::load_partial(a[t] + k, n - k);
-                for (int r = 0; r < R; ++r) acc[r][t] = P::accumulate(acc[r][t], P::load_partial(w[r] + k, n - k), av);
-            }
-        }
-        for (int r = 0; r < R; ++r)
-            for (int t = 0; t < T; ++t) task.out[(t0 + t) * task.out_stride + r0 + r] = fold16(acc[r][t]);
-    }
-};
-
-// ggml_vec_dot: 64-element blocks, chunk q of each block into accumulator q. One output
-// at a time (its accumulators take half the registers).
-template <typename P>
-struct VecDotTile {
-    static constexpr int kAccumulators = static_cast<int>(64 / P::kChunk);
-
-    template <int R, int T>
-    static void run(const MatmulTask& task, std::size_t r0, std::size_t t0) {
-        static_assert(R == 1 && T == 1, "one output per tile");
-        using Element = typename P::Element;
-        const auto* w = reinterpret_cast<const Element*>(task.weights + r0 * task.weight_row_bytes);
-        const auto* a = reinterpret_cast<const Element*>(task.acts + t0 * task.act_row_bytes);
-        Lanes16 acc[kAccumulators];
-        for (int q = 0; q < kAccumulators; ++q) acc[q] = zero_lanes();
-        const std::size_t n = task.cols;
-        const std::size_t blocked = n - n % 64;
-        const NextRowsPrefetch prefetch(task, r0 + 1, task.n_tokens == 1 ? 1 : 0, blocked / 64);
-        for (std::size_t k = 0; k < blocked; k += 64) {
-            prefetch(k / 64);
-            for (int q = 0; q < kAccumulators; ++q) {
-                acc[q] = P::accumulate(acc[q], P::load(w + k + q * P::kChunk), P::load(a + k + q * P::kChunk));
-            }
-        }
-        task.out[t0 * task.out_stride + r0] = P::finish_vec_dot(acc, w + blocked, a + blocked, n - blocked);
-    }
-};
-
+// A vec_dot output's four 16-lane accumulators take half the registers: one at a time.
 template <typename P>
 void float_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
     if (task.order == SumOrder::tiled) {
-        if (task.n_tokens == 1) avx2_walk_rows<TiledTile<P>, 2, 1>(task, row_begin, row_end);
-        else avx2_walk_rows<TiledTile<P>, 2, 2>(task, row_begin, row_end);
+        if (task.n_tokens == 1) walk_rows<TiledTile<P>, 2, 1>(task, row_begin, row_end);
+        else walk_rows<TiledTile<P>, 2, 2>(task, row_begin, row_end);
     } else {
-        avx2_walk_rows<VecDotTile<P>, 1, 1>(task, row_begin, row_end);
+        walk_rows<VecDotTile<P>, 1, 1>(task, row_begin, row_end);
     }
 }
 

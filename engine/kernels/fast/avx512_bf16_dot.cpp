@@ -11,7 +11,7 @@ namespace ember::kernels::fast::avx512_bf16 {
 
 namespace {
 
-struct BF16Policy {
+struct BF16Policy : Avx512Lanes {
     using Element = std::uint16_t;
     using Vector = __m512i;
     static constexpr std::size_t kChunk = 32;

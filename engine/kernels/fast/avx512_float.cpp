@@ -21,7 +21,7 @@ float combine_four_vectors(const __m512* acc) {
     return avx512_fold16(_mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3])));
 }
 
-struct F32Policy {
+struct F32Policy : Avx512Lanes {
     using Element = float;
     using Vector = __m512;
     static constexpr std::size_t kChunk = 16;
@@ -35,7 +35,7 @@ struct F32Policy {
 
 float half_value(std::uint16_t h) { return _cvtsh_ss(h); }
 
-struct F16Policy {
+struct F16Policy : Avx512Lanes {
     using Element = std::uint16_t;
     using Vector = __m512;
     static constexpr std::size_t kChunk = 16;
@@ -56,7 +56,7 @@ __m512i flush_subnormals(__m512i v) {
 }
 
 // vdpbf16ps: lane j += w[2j+1] * a[2j+1], then += w[2j] * a[2j] (float_sums.hpp).
-struct BF16EmulatedPolicy {
+struct BF16EmulatedPolicy : Avx512Lanes {
     using Element = std::uint16_t;
     using Vector = __m512i;
     static constexpr std::size_t kChunk = 32;

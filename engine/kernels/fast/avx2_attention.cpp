@@ -1,11 +1,12 @@
 // The AVX2 variant's attention pieces (AVX2 flags; see variant_kernels.hpp), in the
 // AVX-512 variant's (and llama.cpp's) order, the same bits: softmax with llama.cpp's
 // vector exp and per-16 sums in double; the weighted sum over positions as
-// kernel_types.hpp WeightedSumTask says, eight value elements at a time.
+// weighted_sum_lanes.hpp says, eight value elements at a time.
 #include "kernels/fast/avx2_common.hpp"
 #include "kernels/fast/avx2_exp.hpp"
 #include "kernels/fast/half_precision.hpp"
 #include "kernels/fast/variant_kernels.hpp"
+#include "kernels/fast/weighted_sum_lanes.hpp"
 
 namespace ember::kernels::fast::avx2 {
 
@@ -17,13 +18,27 @@ __m256i lane_mask(std::size_t count) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count < 8 ? count : 8)), index);
 }
 
-struct F32Values {
+// The instructions of weighted_sum_lanes.hpp, eight value elements per register.
+struct Avx2Arithmetic {
+    using Vector = __m256;
+    static constexpr std::size_t kWidth = 8;
+    static __m256 zero() { return _mm256_setzero_ps(); }
+    static __m256 set1(float x) { return _mm256_set1_ps(x); }
+    static __m256 fmadd(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
+    static __m256 add(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+    static void store(float* out, std::size_t count, __m256 v) {
+        if (count == 8) _mm256_storeu_ps(out, v);
+        else _mm256_maskstore_ps(out, lane_mask(count), v);
+    }
+    static float round_to_f16(float x) { return _cvtsh_ss(static_cast<unsigned short>(_cvtss_sh(x, 0))); }
+};
+struct F32Values : Avx2Arithmetic {
     static __m256 load(const std::byte* row, std::size_t d, std::size_t count) {
         const float* p = reinterpret_cast<const float*>(row) + d;
         return count >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lane_mask(count));
     }
 };
-struct F16Values {
+struct F16Values : Avx2Arithmetic {
     static __m256 load(const std::byte* row, std::size_t d, std::size_t count) {
         const std::uint16_t* p = reinterpret_cast<const std::uint16_t*>(row) + d;
         if (count >= 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -32,52 +47,6 @@ struct F16Values {
         return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(padded)));
     }
 };
-
-float probability(const WeightedSumTask& t, const float* p, std::size_t j) {
-    return t.round_p_to_f16 ? _cvtsh_ss(static_cast<unsigned short>(_cvtss_sh(p[j], 0))) : p[j];
-}
-
-// Eight value elements from d (count of them real): the chain of products of the
-// positions in class `cls` modulo `modulus` (absolute positions), in order.
-template <typename Values>
-__m256 position_class_sum(const WeightedSumTask& t, const float* p, std::size_t d, std::size_t count, std::size_t cls,
-                          std::size_t modulus) {
-    __m256 acc = _mm256_setzero_ps();
-    for (std::size_t j = (cls + modulus - t.first_position % modulus) % modulus; j < t.n; j += modulus) {
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(probability(t, p, j)), Values::load(t.v + j * t.v_row_bytes, d, count), acc);
-    }
-    return acc;
-}
-
-// llama.cpp's product of the transposed values with the probabilities (kernel_types.hpp
-// WeightedSumTask), eight value elements at a time, as the AVX-512 variant computes it.
-template <typename Values>
-void weighted_sum(const WeightedSumTask& t) {
-    for (std::size_t h = 0; h < t.n_heads; ++h) {
-        const float* p = t.p + h * t.p_stride;
-        for (std::size_t d = 0; d < t.head_dim; d += 8) {
-            const std::size_t count = t.head_dim - d < 8 ? t.head_dim - d : 8;
-            __m256 lanes[16];
-            for (std::size_t l = 0; l < 16; ++l) {
-                if (t.order == SumOrder::tiled) {
-                    lanes[l] = position_class_sum<Values>(t, p, d, count, l, 16);
-                } else {  // (acc0 + acc2) + (acc1 + acc3)
-                    lanes[l] = _mm256_add_ps(_mm256_add_ps(position_class_sum<Values>(t, p, d, count, l, 64),
-                                                           position_class_sum<Values>(t, p, d, count, l + 32, 64)),
-                                             _mm256_add_ps(position_class_sum<Values>(t, p, d, count, l + 16, 64),
-                                                           position_class_sum<Values>(t, p, d, count, l + 48, 64)));
-                }
-            }
-            __m256 half[8], quarter[4];
-            for (int j = 0; j < 8; ++j) half[j] = _mm256_add_ps(lanes[j + 8], lanes[j]);
-            for (int j = 0; j < 4; ++j) quarter[j] = _mm256_add_ps(half[j + 4], half[j]);
-            const __m256 sum = _mm256_add_ps(_mm256_add_ps(quarter[0], quarter[2]), _mm256_add_ps(quarter[1], quarter[3]));
-            float* out = t.out + h * t.out_stride + d;
-            if (count == 8) _mm256_storeu_ps(out, sum);
-            else _mm256_maskstore_ps(out, lane_mask(count), sum);
-        }
-    }
-}
 
 }  // namespace
 
@@ -108,7 +77,7 @@ void softmax_row(float* s, std::size_t n, float scale) {
     for (std::size_t i = 0; i < n; ++i) s[i] = s[i] * inverse;
 }
 
-void weighted_sum_f32(const WeightedSumTask& task) { weighted_sum<F32Values>(task); }
-void weighted_sum_f16(const WeightedSumTask& task) { weighted_sum<F16Values>(task); }
+void weighted_sum_f32(const WeightedSumTask& task) { weighted_sum_in_order<F32Values>(task); }
+void weighted_sum_f16(const WeightedSumTask& task) { weighted_sum_in_order<F16Values>(task); }
 
 }  // namespace ember::kernels::fast::avx2

@@ -1,10 +1,11 @@
 // The AVX-512 variant's attention pieces (AVX-512 flags; see variant_kernels.hpp).
 // Softmax: sixteen lanes, llama.cpp's vector exp, each group's sum folded in F32 and
 // added to a double (ggml_vec_soft_max_f32). Weighted sum: llama.cpp's order over
-// positions (kernel_types.hpp WeightedSumTask), sixteen value elements at a time.
+// positions (weighted_sum_lanes.hpp), sixteen value elements at a time.
 #include "kernels/fast/avx512_common.hpp"
 #include "kernels/fast/avx512_exp.hpp"
 #include "kernels/fast/variant_kernels.hpp"
+#include "kernels/fast/weighted_sum_lanes.hpp"
 
 namespace ember::kernels::fast::avx512 {
 
@@ -14,61 +15,27 @@ __mmask16 tail_mask(std::size_t count) {
     return count >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << count) - 1u);
 }
 
-struct F32Values {
-    static __m512 load(const std::byte* row, std::size_t d, __mmask16 m) {
-        return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + d);
+// The instructions of weighted_sum_lanes.hpp, sixteen value elements per register.
+struct Avx512Arithmetic {
+    using Vector = __m512;
+    static constexpr std::size_t kWidth = 16;
+    static __m512 zero() { return _mm512_setzero_ps(); }
+    static __m512 set1(float x) { return _mm512_set1_ps(x); }
+    static __m512 fmadd(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
+    static __m512 add(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
+    static void store(float* out, std::size_t count, __m512 v) { _mm512_mask_storeu_ps(out, tail_mask(count), v); }
+    static float round_to_f16(float x) { return _cvtsh_ss(static_cast<unsigned short>(_cvtss_sh(x, 0))); }
+};
+struct F32Values : Avx512Arithmetic {
+    static __m512 load(const std::byte* row, std::size_t d, std::size_t count) {
+        return _mm512_maskz_loadu_ps(tail_mask(count), reinterpret_cast<const float*>(row) + d);
     }
 };
-struct F16Values {
-    static __m512 load(const std::byte* row, std::size_t d, __mmask16 m) {
-        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const std::uint16_t*>(row) + d));
+struct F16Values : Avx512Arithmetic {
+    static __m512 load(const std::byte* row, std::size_t d, std::size_t count) {
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail_mask(count), reinterpret_cast<const std::uint16_t*>(row) + d));
     }
 };
-
-float probability(const WeightedSumTask& t, const float* p, std::size_t j) {
-    return t.round_p_to_f16 ? _cvtsh_ss(static_cast<unsigned short>(_cvtss_sh(p[j], 0))) : p[j];
-}
-
-// Sixteen value elements from d: the chain of products of the positions in class `cls`
-// modulo `modulus` (absolute positions), in order.
-template <typename Values>
-__m512 position_class_sum(const WeightedSumTask& t, const float* p, std::size_t d, __mmask16 m, std::size_t cls,
-                          std::size_t modulus) {
-    __m512 acc = _mm512_setzero_ps();
-    for (std::size_t j = (cls + modulus - t.first_position % modulus) % modulus; j < t.n; j += modulus) {
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(probability(t, p, j)), Values::load(t.v + j * t.v_row_bytes, d, m), acc);
-    }
-    return acc;
-}
-
-// llama.cpp's product of the transposed values with the probabilities (kernel_types.hpp
-// WeightedSumTask), sixteen value elements at a time: lane l of its accumulators is
-// one 512-bit register here, reduced across registers by the same tree.
-template <typename Values>
-void weighted_sum(const WeightedSumTask& t) {
-    for (std::size_t h = 0; h < t.n_heads; ++h) {
-        const float* p = t.p + h * t.p_stride;
-        for (std::size_t d = 0; d < t.head_dim; d += 16) {
-            const __mmask16 m = tail_mask(t.head_dim - d);
-            __m512 lanes[16];
-            for (std::size_t l = 0; l < 16; ++l) {
-                if (t.order == SumOrder::tiled) {
-                    lanes[l] = position_class_sum<Values>(t, p, d, m, l, 16);
-                } else {  // (acc0 + acc2) + (acc1 + acc3)
-                    lanes[l] = _mm512_add_ps(_mm512_add_ps(position_class_sum<Values>(t, p, d, m, l, 64),
-                                                           position_class_sum<Values>(t, p, d, m, l + 32, 64)),
-                                             _mm512_add_ps(position_class_sum<Values>(t, p, d, m, l + 16, 64),
-                                                           position_class_sum<Values>(t, p, d, m, l + 48, 64)));
-                }
-            }
-            __m512 half[8], quarter[4];
-            for (int j = 0; j < 8; ++j) half[j] = _mm512_add_ps(lanes[j + 8], lanes[j]);
-            for (int j = 0; j < 4; ++j) quarter[j] = _mm512_add_ps(half[j + 4], half[j]);
-            const __m512 sum = _mm512_add_ps(_mm512_add_ps(quarter[0], quarter[2]), _mm512_add_ps(quarter[1], quarter[3]));
-            _mm512_mask_storeu_ps(t.out + h * t.out_stride + d, m, sum);
-        }
-    }
-}
 
 }  // namespace
 
@@ -97,7 +64,7 @@ void softmax_row(float* s, std::size_t n, float scale) {
     }
 }
 
-void weighted_sum_f32(const WeightedSumTask& task) { weighted_sum<F32Values>(task); }
-void weighted_sum_f16(const WeightedSumTask& task) { weighted_sum<F16Values>(task); }
+void weighted_sum_f32(const WeightedSumTask& task) { weighted_sum_in_order<F32Values>(task); }
+void weighted_sum_f16(const WeightedSumTask& task) { weighted_sum_in_order<F16Values>(task); }
 
 }  // namespace ember::kernels::fast::avx512

@@ -1,6 +1,6 @@
 // ember extract --model MODEL (--prompt TEXT | --file PATH) --out DIR [--stages S,...]
 //               [--layers all|N,M] [--positions all|last|N,M] [--logits none|last|all]
-//               [--logit-lens K] [--route reference|fast] [--arch A] [--threads N]
+//               [--logit-lens K] [--route fast|reference] [--arch A] [--threads N]
 //               [--ctx N] [--no-bos] [--trace FILE] [--json]
 // ember extract CONFIG.toml [--json]
 // Runs the prompt through the model once (prefill) and writes the chosen hidden states
@@ -79,7 +79,7 @@ int run_extract(const std::vector<std::string>& args) {
         ("positions", po::value<std::string>()->default_value("all"), "all, last, or comma-separated prompt positions")
         ("logits", po::value<std::string>()->default_value("none"), "logits.npy: none, last or all positions")
         ("logit-lens", po::value<long long>()->default_value(0), "top-K logit lens for every chosen layer (0: off)")
-        ("route", po::value<std::string>()->default_value("reference"), "kernels: reference|fast")
+        ("route", po::value<std::string>()->default_value("fast"), "kernels: fast|reference")
         ("arch", po::value<std::string>()->default_value("auto"), "expected architecture: auto|llama|qwen3|gemma4")
         ("threads", po::value<long long>()->default_value(0), "threads (0: every hardware thread)")
         ("ctx", po::value<long long>()->default_value(0), "context length (0: min(4096, training context))")

@@ -1,5 +1,5 @@
 // ember generate --model MODEL (--prompt TEXT | --file PATH) [--max-tokens N]
-//                [--route reference|fast] [--ctx N] [--temperature T] [--top-k K]
+//                [--route fast|reference] [--kv-type f32|f16] [--ctx N] [--temperature T] [--top-k K]
 //                [--top-p P] [--seed S] [--threads N] [--arch A] [--no-bos] [--json]
 //                [--trace FILE]
 // Continues a prompt: one prefill evaluation, then one decode evaluation per token.
@@ -51,7 +51,8 @@ int run_generate(const std::vector<std::string>& args) {
         ("prompt", po::value<std::string>(), "the prompt text")
         ("file", po::value<std::string>(), "a file whose bytes are the prompt")
         ("max-tokens", po::value<long long>()->default_value(32), "tokens to generate at most")
-        ("route", po::value<std::string>()->default_value("reference"), "kernels: reference|fast")
+        ("route", po::value<std::string>()->default_value("fast"), "kernels: fast|reference")
+        ("kv-type", po::value<std::string>()->default_value("f32"), "KV cache element type: f32|f16")
         ("ctx", po::value<long long>()->default_value(0), "context length in tokens (0: min(4096, training context))")
         ("temperature", po::value<float>()->default_value(0.0f), "0: greedy; > 0: seeded sampling")
         ("top-k", po::value<long long>()->default_value(40), "sample among the K best tokens (0: all)")
@@ -71,6 +72,8 @@ int run_generate(const std::vector<std::string>& args) {
     const auto arch = parse_arch(vm["arch"].as<std::string>());
     const auto route = runtime::route_from_name(vm["route"].as<std::string>());
     if (!route) throw UsageError(fmt::format("--route '{}' is not one of reference, fast", vm["route"].as<std::string>()));
+    const auto kv_type = kernels::kv_type_from_name(vm["kv-type"].as<std::string>());
+    if (!kv_type) throw UsageError(fmt::format("--kv-type '{}' is not one of f32, f16", vm["kv-type"].as<std::string>()));
     const bool as_json = vm["json"].as<bool>();
 
     runtime::GenerationOptions generation;
@@ -82,6 +85,7 @@ int run_generate(const std::vector<std::string>& args) {
     runtime::validate(generation.sampling);
     runtime::SessionOptions session_options;
     session_options.route = *route;
+    session_options.kv_type = *kv_type;
     session_options.context_length = count_option(vm, "ctx", 0);
     session_options.threads = count_option(vm, "threads", 1);
 
@@ -110,7 +114,8 @@ int run_generate(const std::vector<std::string>& args) {
 
     if (!as_json) {
         print_token.finish();
-        print_summary(prompt_tokens.size(), result, session.backend().route(), session.threads());
+        const std::string route_and_kernels = fmt::format("{} ({})", session.backend().route(), session.backend().variant());
+        print_summary(prompt_tokens.size(), result, route_and_kernels, session.threads());
         if (traced) {
             fmt::print(stderr, "ember: trace {} ({} operations, fingerprint {})\n", traced->path.string(),
                        traced->operations, traced->fingerprint);
@@ -123,6 +128,8 @@ int run_generate(const std::vector<std::string>& args) {
     o["model_name"] = model->config().name;
     o["family"] = models::family_name(model->config().family);
     o["route"] = session.backend().route();
+    o["cpu_variant"] = session.backend().variant();
+    o["kv_type"] = kernels::kv_type_name(session.kv_cache().type());
     o["threads"] = session.threads();
     o["ctx"] = session.context_length();
     o["prompt"] = valid_utf8(prompt);

@@ -18,5 +18,6 @@ int run_quantize(const std::vector<std::string>& args);
 int run_synth(const std::vector<std::string>& args);
 int run_run(const std::vector<std::string>& args);
 int run_sweep(const std::vector<std::string>& args);
+int run_bench(const std::vector<std::string>& args);
 
 }  // namespace ember::app

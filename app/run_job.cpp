@@ -91,6 +91,8 @@ json::object report_json(const ReportParts& p, const experiments::RunnerSnapshot
         {"config", config::to_json(p.config)},
         {"model", model_json(p.model)},
         {"route", p.outcome.route},
+        {"cpu_variant", p.outcome.variant.empty() ? json::value(nullptr) : json::value(p.outcome.variant)},
+        {"kv_type", p.config.model.kv_type},
         {"threads", p.outcome.threads},
         {"ctx", p.ctx},
         {"hooks", p.hooks_active ? "active" : "disabled"},
@@ -146,6 +148,7 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
 
     runtime::SessionOptions session_options;
     session_options.route = *runtime::route_from_name(config.model.route);  // the parser checked the name
+    session_options.kv_type = *kernels::kv_type_from_name(config.model.kv_type);  // so did it this one
     session_options.context_length = config.model.ctx;
     session_options.threads = outcome.threads;
     session_options.max_batch = outcome.prompt_tokens.size();

@@ -38,6 +38,7 @@ ModelSection parse_model(const toml::table& table, const std::string& file, cons
     auto path = r.path("path", base);
     if (auto v = r.choice("arch", {"auto", "llama", "qwen3", "gemma4"})) m.arch = *v;
     if (auto v = r.choice("route", {"reference", "fast"})) m.route = *v;
+    if (auto v = r.choice("kv_type", {"f32", "f16"})) m.kv_type = *v;
     if (auto v = r.integer("threads", 0, 4096)) m.threads = static_cast<std::uint32_t>(*v);
     if (auto v = r.integer("ctx", 0, kMaxInt32)) m.ctx = static_cast<std::uint32_t>(*v);
     r.finish();
@@ -272,6 +273,7 @@ boost::json::object to_json(const RunConfig& c) {
          {{"path", c.model.path.string()},
           {"arch", c.model.arch},
           {"route", c.model.route},
+          {"kv_type", c.model.kv_type},
           {"threads", c.model.threads},
           {"ctx", c.model.ctx}}},
         {"prompt", std::move(prompt)},

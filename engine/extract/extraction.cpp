@@ -158,6 +158,7 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     std::optional<trace::Journal> journal;
     runtime::SessionOptions session_options;
     session_options.route = *route;
+    if (const auto kv_type = kernels::kv_type_from_name(config.model.kv_type)) session_options.kv_type = *kv_type;
     session_options.context_length = config.model.ctx;
     session_options.threads = threads;
     session_options.max_batch = prompt.ids.size();

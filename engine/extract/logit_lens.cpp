@@ -43,8 +43,8 @@ std::vector<LensLayer> logit_lens(const models::Model& model, runtime::Route rou
         const std::size_t rows = source.positions.size();
         normed.resize(rows * c.n_embd);
         logits.resize(rows * c.n_vocab);
-        backend->reserve(std::max<std::size_t>(rows, 1), 1, 1, 1);
         arena.execute([&] {
+            backend->reserve({.max_tokens = std::max<std::size_t>(rows, 1), .max_matmul_cols = c.n_embd});
             model.unembed(ops, kernels::ConstRows(source.values.data(), rows, c.n_embd),
                           kernels::Rows(normed.data(), rows, c.n_embd), kernels::Rows(logits.data(), rows, c.n_vocab));
         });

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <optional>
 
 #include "common/atomic_file.hpp"
 #include "common/checked.hpp"
@@ -111,21 +113,38 @@ void Writer::copy_entry(const File& source, const MetadataEntry& entry) {
     entries_.push_back({std::string(entry.key), std::vector<std::byte>(bytes.begin(), bytes.end())});
 }
 
-void Writer::add_tensor(std::string_view name, GgmlType type, std::span<const std::uint64_t> ne,
-                        std::vector<std::byte> data) {
+namespace {
+
+// The bytes of a tensor of `type` and shape `ne`, or ember::Error naming it.
+std::uint64_t tensor_bytes(std::string_view name, GgmlType type, std::span<const std::uint64_t> ne) {
     const auto traits = type_traits(static_cast<std::uint32_t>(type));
     if (!traits || ne.empty() || ne.size() > Limits::max_dims || ne[0] % traits->block_size != 0) {
         throw Error(fmt::format("GGUF writer: tensor '{}' has an invalid type or shape", name));
     }
-    std::uint64_t expected = row_bytes(type, ne[0]);
-    for (std::size_t d = 1; d < ne.size(); ++d) expected *= ne[d];
+    std::optional<std::uint64_t> bytes = row_bytes(type, ne[0]);
+    for (std::size_t d = 1; d < ne.size() && bytes; ++d) bytes = checked_mul(*bytes, ne[d]);
+    if (!bytes) throw Error(fmt::format("GGUF writer: tensor '{}' is too large", name));
+    return *bytes;
+}
+
+}  // namespace
+
+void Writer::add_tensor(std::string_view name, GgmlType type, std::span<const std::uint64_t> ne,
+                        std::vector<std::byte> data) {
+    const std::uint64_t expected = tensor_bytes(name, type, ne);
     if (data.size() != expected) {
         throw Error(fmt::format("GGUF writer: tensor '{}' has {} bytes of data, its shape needs {}", name, data.size(), expected));
     }
-    tensors_.push_back({std::string(name), type, std::vector<std::uint64_t>(ne.begin(), ne.end()), std::move(data)});
+    auto held = std::make_shared<const std::vector<std::byte>>(std::move(data));
+    add_tensor(name, type, ne, [held](std::span<std::byte> out) { std::memcpy(out.data(), held->data(), out.size()); });
 }
 
-std::vector<std::byte> Writer::to_bytes() const {
+void Writer::add_tensor(std::string_view name, GgmlType type, std::span<const std::uint64_t> ne, TensorSource source) {
+    const std::uint64_t bytes = tensor_bytes(name, type, ne);
+    tensors_.push_back({std::string(name), type, std::vector<std::uint64_t>(ne.begin(), ne.end()), bytes, std::move(source)});
+}
+
+std::vector<std::byte> Writer::header_bytes() const {
     std::vector<std::byte> out;
     append<std::uint32_t>(out, 0x46554747);  // "GGUF"
     append<std::uint32_t>(out, 3);
@@ -140,19 +159,34 @@ std::vector<std::byte> Writer::to_bytes() const {
         for (std::uint64_t n : t.ne) append<std::int64_t>(out, static_cast<std::int64_t>(n));
         append<std::uint32_t>(out, static_cast<std::uint32_t>(t.type));
         append<std::uint64_t>(out, offset);
-        offset = *checked_align_up(offset + t.data.size(), alignment_);
+        offset = *checked_align_up(offset + t.bytes, alignment_);
     }
     out.resize(*checked_align_up(out.size(), alignment_));
+    return out;
+}
+
+void Writer::write(const std::function<void(std::span<const std::byte>)>& sink) const {
+    sink(header_bytes());
+    const std::vector<std::byte> zeros(alignment_);
+    std::vector<std::byte> data;
     for (const auto& t : tensors_) {
-        append_bytes(out, t.data.data(), t.data.size());
-        out.resize(*checked_align_up(out.size(), alignment_));
+        data.assign(t.bytes, std::byte{0});
+        t.source(data);
+        sink(data);
+        sink(std::span<const std::byte>(zeros).first(*checked_align_up(t.bytes, alignment_) - t.bytes));
     }
+}
+
+std::vector<std::byte> Writer::to_bytes() const {
+    std::vector<std::byte> out;
+    write([&](std::span<const std::byte> bytes) { append_bytes(out, bytes.data(), bytes.size()); });
     return out;
 }
 
 void Writer::write_file(const std::filesystem::path& path) const {
-    const auto bytes = to_bytes();
-    write_file_atomically(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+    AtomicFile out(path);  // removes its temporary if anything below throws
+    write([&](std::span<const std::byte> bytes) { out.write(bytes); });
+    out.commit();
 }
 
 }  // namespace ember::gguf

@@ -1,11 +1,14 @@
 // Writes GGUF v3 files: `ember quantize`, `ember synth`, and tests that build small or
 // deliberately broken models. Metadata keeps insertion order; tensors are laid out in
 // the order added, each padded to the alignment. write_file() writes to a temporary
-// name and renames, so a failed write never leaves a half-written model behind.
+// name and renames, so a failed write never leaves a half-written model behind. Tensor
+// data can be given as bytes or as a function that produces them while the file is
+// written, one tensor at a time: a multi-gigabyte model is then never whole in memory.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -45,6 +48,9 @@ public:
     // `ne` is fastest-first (ggml order); `data` must hold exactly the tensor's bytes.
     void add_tensor(std::string_view name, GgmlType type, std::span<const std::uint64_t> ne,
                     std::vector<std::byte> data);
+    // Fills `out` (exactly the tensor's bytes, zeroed) when the tensor is written.
+    using TensorSource = std::function<void(std::span<std::byte> out)>;
+    void add_tensor(std::string_view name, GgmlType type, std::span<const std::uint64_t> ne, TensorSource source);
 
     std::vector<std::byte> to_bytes() const;
     void write_file(const std::filesystem::path& path) const;
@@ -57,8 +63,13 @@ private:
         std::string name;
         GgmlType type;
         std::vector<std::uint64_t> ne;
-        std::vector<std::byte> data;
+        std::uint64_t bytes;
+        TensorSource source;
     };
+    // Magic, counts, metadata and tensor infos, padded to the alignment.
+    std::vector<std::byte> header_bytes() const;
+    // Calls sink(bytes) for the header, then each tensor's data and padding in order.
+    void write(const std::function<void(std::span<const std::byte>)>& sink) const;
 
     std::uint32_t alignment_;
     struct Entry {

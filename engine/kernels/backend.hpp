@@ -16,6 +16,7 @@
 #include <span>
 #include <string_view>
 
+#include "kernels/kv_rows.hpp"
 #include "kernels/rows.hpp"
 #include "kernels/weight.hpp"
 
@@ -51,9 +52,18 @@ struct AttentionParams {
     std::size_t window = 0;     // 0: causal; else also mask keys with q_pos - k_pos >= window
 };
 
+// The largest shapes a backend's scratch must serve (Backend::reserve).
+struct ScratchLimits {
+    std::size_t max_tokens = 1;      // rows of one evaluation
+    std::size_t max_context = 1;     // cached positions attended over
+    std::size_t max_heads = 1;       // query heads
+    std::size_t max_head_dim = 1;
+    std::size_t max_matmul_cols = 1;  // the widest matmul input (n_embd, n_head * head_dim, n_ff)
+};
+
 // Which backend method ran, for kernel names in traces.
 enum class KernelId {
-    GetRows, Matmul, RmsNorm, Rope, Attention, Swiglu, Geglu, Gelu, Add, Mul, Scale, Softcap, Copy,
+    GetRows, Matmul, RmsNorm, Rope, StoreKv, Attention, Swiglu, Geglu, Gelu, Add, Mul, Scale, Softcap, Copy,
 };
 
 class Backend {
@@ -62,18 +72,17 @@ public:
 
     // "reference" or "fast".
     virtual std::string_view route() const = 0;
-    // The instruction-set variant the kernels were chosen for ("avx512+vnni+bf16",
-    // "avx2", "scalar"); "generic" for a route with no CPU-specific code. A static string.
-    virtual std::string_view variant() const { return "generic"; }
+    // The kernels this backend runs, for traces, manifests and benchmark records:
+    // "scalar-reference" for the reference route, the fast route's kernel set
+    // (e.g. "avx512+vnni+bf16", "avx2", "scalar"; kernels/fast/kernel_set.hpp).
+    virtual std::string_view variant() const = 0;
     // The implementation that serves `kernel` for a weight of `weight_type` (ignored by
     // kernels without a weight), e.g. "reference.matmul.q8_0". Static strings.
     virtual std::string_view kernel_name(KernelId kernel, gguf::GgmlType weight_type) const = 0;
 
-    // Sizes internal scratch for evaluations of up to `max_tokens` rows against up to
-    // `max_context` cached positions with up to `max_heads` query heads of `max_head_dim`,
-    // so that later calls within those limits allocate nothing.
-    virtual void reserve(std::size_t max_tokens, std::size_t max_context, std::size_t max_heads,
-                         std::size_t max_head_dim) = 0;
+    // Sizes internal scratch for evaluations within `limits`, so that calls within them
+    // (the first evaluation included) allocate nothing.
+    virtual void reserve(const ScratchLimits& limits) = 0;
 
     // out[t] = the row ids[t] of `table`, converted to F32.  out: [ids.size(), table.cols]
     virtual void get_rows(const WeightMatrix& table, std::span<const std::int32_t> ids, Rows out) = 0;
@@ -89,11 +98,15 @@ public:
     // x: [T, n_heads * head_dim]
     virtual void rope(Rows x, std::size_t first_position, const RopeParams& params) = 0;
 
+    // dst[t] = x[t] in the cache's element type (F16: rounded to nearest even, as
+    // llama.cpp's copy into its cache).  x: [T, dst.cols], dst: T cached rows.
+    virtual void store_kv(ConstRows x, KvRows dst) = 0;
+
     // Softmax attention of T queries at positions first_position + t over the cached keys
     // and values at positions 0 .. keys.rows - 1, masked causally (and by the window).
-    // q: [T, n_head * head_dim], keys/values: [n_kv, n_head_kv * head_dim],
+    // q: [T, n_head * head_dim], keys/values: [n_kv, n_head_kv * head_dim] of one type,
     // out: [T, n_head * head_dim]; out must not alias q.
-    virtual void attention(ConstRows q, ConstRows keys, ConstRows values, std::size_t first_position,
+    virtual void attention(ConstRows q, ConstKvRows keys, ConstKvRows values, std::size_t first_position,
                            const AttentionParams& params, Rows out) = 0;
 
     // out = silu(gate) * up                (SwiGLU)

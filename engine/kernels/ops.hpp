@@ -126,12 +126,21 @@ public:
         });
     }
 
-    void attention(const OpSite& site, ConstRows q, ConstRows keys, ConstRows values, std::size_t first_position,
+    void store_kv(const OpSite& site, ConstRows x, KvRows dst) {
+        run(site, KernelId::StoreKv, [&] { backend_.store_kv(x, dst); }, [&](OpRecord& r) {
+            r.input_shape = shape(x);
+            r.input_bytes = bytes(x);
+            r.output_shape = {dst.rows, dst.cols};
+            r.output_bytes = ConstKvRows(dst).bytes();
+        });
+    }
+
+    void attention(const OpSite& site, ConstRows q, ConstKvRows keys, ConstKvRows values, std::size_t first_position,
                    const AttentionParams& params, Rows out) {
         run(site, KernelId::Attention, [&] { backend_.attention(q, keys, values, first_position, params, out); },
             [&](OpRecord& r) {
                 r.input_shape = shape(q);
-                r.input_bytes = bytes(q) + bytes(keys) + bytes(values);
+                r.input_bytes = bytes(q) + keys.bytes() + values.bytes();
                 r.output_shape = shape(out);
                 r.output_bytes = bytes(out);
                 // q.k and p.v over every cached position, masked ones included.

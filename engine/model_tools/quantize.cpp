@@ -116,26 +116,22 @@ QuantizeSummary quantize_model_q8_0(const std::filesystem::path& input, const st
     QuantizeSummary summary;
     for (const gguf::TensorInfo* t : order) {
         const std::span<const std::uint64_t> ne(t->ne.data(), t->n_dims);
-        const auto data = in.tensor_data(*t);
-        if (!is_quantizable_weight(t->name, t->n_dims)) {
-            writer.add_tensor(t->name, t->type, ne, std::vector<std::byte>(data.begin(), data.end()));
-            ++summary.copied;
-            continue;
-        }
+        const auto data = in.tensor_data(*t);  // mapped: copied when the file is written
+        const auto copy = [data](std::span<std::byte> out) { std::memcpy(out.data(), data.data(), out.size()); };
         const GgmlType target = t->ne[0] % kQ8_0BlockSize == 0 ? GgmlType::Q8_0 : GgmlType::F16;
-        if (t->type == target) {
-            writer.add_tensor(t->name, t->type, ne, std::vector<std::byte>(data.begin(), data.end()));
+        if (!is_quantizable_weight(t->name, t->n_dims) || t->type == target) {
+            writer.add_tensor(t->name, t->type, ne, copy);
             ++summary.copied;
             continue;
         }
-        const std::vector<float> values = tensor_as_f32(in, *t);
-        if (target == GgmlType::Q8_0) {
-            writer.add_tensor(t->name, target, ne, quantize_tensor(values, t->ne[0]));
-            ++summary.to_q8_0;
-        } else {
-            writer.add_tensor(t->name, target, ne, to_f16_tensor(values));
-            ++summary.to_f16;
-        }
+        // converted while the file is written, one tensor in memory at a time
+        writer.add_tensor(t->name, target, ne, [&in, t, target](std::span<std::byte> out) {
+            const std::vector<float> values = tensor_as_f32(in, *t);
+            const std::vector<std::byte> converted =
+                target == GgmlType::Q8_0 ? quantize_tensor(values, t->ne[0]) : to_f16_tensor(values);
+            std::memcpy(out.data(), converted.data(), out.size());
+        });
+        ++(target == GgmlType::Q8_0 ? summary.to_q8_0 : summary.to_f16);
     }
     writer.write_file(output);
     summary.output_bytes = std::filesystem::file_size(output);

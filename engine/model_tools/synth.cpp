@@ -46,11 +46,10 @@ void random_row(std::uint64_t stream, std::size_t row, std::size_t cols, float* 
     }
 }
 
-// A [rows, cols] matrix (ne = {cols, rows}) of random weights in `type`.
-std::vector<std::byte> random_matrix(std::uint64_t seed, std::string_view name, GgmlType type, std::size_t rows,
-                                     std::size_t cols) {
+// Fills `data` with a [rows, cols] matrix (ne = {cols, rows}) of random weights in `type`.
+void random_matrix(std::uint64_t seed, std::string_view name, GgmlType type, std::size_t rows, std::size_t cols,
+                   std::span<std::byte> data) {
     const std::size_t row_bytes = type == GgmlType::Q8_0 ? cols / 32 * sizeof(BlockQ8_0) : cols * 2;
-    std::vector<std::byte> data(rows * row_bytes);
     const std::uint64_t stream = mix(seed) ^ name_hash(name);
     oneapi::tbb::parallel_for(oneapi::tbb::blocked_range<std::size_t>(0, rows, 64), [&](const auto& range) {
         std::vector<float> values(cols);
@@ -67,7 +66,6 @@ std::vector<std::byte> random_matrix(std::uint64_t seed, std::string_view name, 
             }
         }
     });
-    return data;
 }
 
 std::vector<std::byte> ones(std::size_t n) {
@@ -132,9 +130,12 @@ void write_synth_model(const SynthOptions& options, const std::filesystem::path&
     }
 
     const std::uint64_t E = shape.n_embd, F = shape.n_ff, KV = static_cast<std::uint64_t>(shape.n_head_kv) * head_dim;
+    // Each matrix is generated while the file is written (one in memory at a time).
     auto matrix = [&](const std::string& name, std::uint64_t rows, std::uint64_t cols) {
         const std::uint64_t ne[2] = {cols, rows};
-        w.add_tensor(name, options.type, ne, random_matrix(options.seed, name, options.type, rows, cols));
+        w.add_tensor(name, options.type, ne, [seed = options.seed, name, type = options.type, rows, cols](std::span<std::byte> out) {
+            random_matrix(seed, name, type, rows, cols, out);
+        });
     };
     auto norm = [&](const std::string& name) {
         const std::uint64_t ne[1] = {E};

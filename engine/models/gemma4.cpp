@@ -193,8 +193,8 @@ void Gemma4Model::forward(const Evaluation& eval, ForwardState& state, kernels::
         kernels::RopeParams rope = rope_params(c, L, w_.rope_freqs);
         ops.rope({"rope_q", layer, OpKind::Rope}, q, first, rope);
 
-        Rows cache_k = state.kv_cache.keys(il);    // [capacity, Hkv * D]; the source layer's when shared
-        Rows cache_v = state.kv_cache.values(il);  // [capacity, Hkv * D]
+        kernels::KvRows cache_k = state.kv_cache.keys(il);    // [capacity, Hkv * D]; the source layer's when shared
+        kernels::KvRows cache_v = state.kv_cache.values(il);  // [capacity, Hkv * D]
         if (L.has_own_kv(il)) {
             Rows k = Workspace::rows(ws.k, T, kv_width);  // [T, Hkv * D]
             Rows v = Workspace::rows(ws.v, T, kv_width);  // [T, Hkv * D]
@@ -212,8 +212,8 @@ void Gemma4Model::forward(const Evaluation& eval, ForwardState& state, kernels::
                          k.reshape(T * L.n_head_kv, D));
             rope.n_heads = L.n_head_kv;
             ops.rope({"rope_k", layer, OpKind::Rope}, k, first, rope);
-            ops.copy({"cache_k", layer, OpKind::KvStore}, k, cache_k.slice(first, T));
-            ops.copy({"cache_v", layer, OpKind::KvStore}, v, cache_v.slice(first, T));
+            ops.store_kv({"cache_k", layer, OpKind::KvStore}, k, cache_k.slice(first, T));
+            ops.store_kv({"cache_v", layer, OpKind::KvStore}, v, cache_v.slice(first, T));
         }
         ops.attention({"kqv", layer, OpKind::Attention}, q, cache_k.slice(0, n_kv), cache_v.slice(0, n_kv), first,
                       attention_params(c, L), attn);

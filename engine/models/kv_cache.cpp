@@ -5,7 +5,7 @@
 
 namespace ember::models {
 
-KvCache::KvCache(const ModelConfig& config, std::size_t capacity) : capacity_(capacity) {
+KvCache::KvCache(const ModelConfig& config, std::size_t capacity, kernels::KvType type) : capacity_(capacity), type_(type) {
     const std::size_t n_layers = config.layers.size();
     source_.resize(n_layers);
     width_.resize(n_layers);
@@ -16,25 +16,34 @@ KvCache::KvCache(const ModelConfig& config, std::size_t capacity) : capacity_(ca
         source_[l] = layer.kv_source;
         width_[l] = std::size_t{layer.n_head_kv} * layer.head_dim;
         if (!layer.has_own_kv(l)) continue;
-        const auto n = checked_mul(capacity, width_[l]);
+        const auto n = checked_mul(capacity, width_[l] * kernels::kv_element_bytes(type));
         if (!n) throw Error("the KV cache size overflows");
-        keys_[l].assign(*n, 0.0f);
-        values_[l].assign(*n, 0.0f);
+        keys_[l].assign(*n, std::byte{0});
+        values_[l].assign(*n, std::byte{0});
     }
 }
 
 std::size_t KvCache::bytes() const {
     std::size_t total = 0;
-    for (std::size_t l = 0; l < keys_.size(); ++l) total += (keys_[l].size() + values_[l].size()) * sizeof(float);
+    for (std::size_t l = 0; l < keys_.size(); ++l) total += keys_[l].size() + values_[l].size();
     return total;
 }
 
-kernels::Rows KvCache::keys(std::uint32_t layer) {
-    return {keys_[source_[layer]].data(), capacity_, width_[layer]};
+std::size_t KvCache::bytes_for(const ModelConfig& config, std::size_t capacity, kernels::KvType type) {
+    std::size_t total = 0;
+    for (std::uint32_t l = 0; l < config.layers.size(); ++l) {
+        const LayerConfig& layer = config.layers[l];
+        if (layer.has_own_kv(l)) total += 2 * capacity * layer.n_head_kv * layer.head_dim * kernels::kv_element_bytes(type);
+    }
+    return total;
 }
 
-kernels::Rows KvCache::values(std::uint32_t layer) {
-    return {values_[source_[layer]].data(), capacity_, width_[layer]};
+kernels::KvRows KvCache::view(std::vector<std::vector<std::byte>>& storage, std::uint32_t layer) {
+    const std::size_t row_bytes = width_[layer] * kernels::kv_element_bytes(type_);
+    return {type_, storage[source_[layer]].data(), capacity_, width_[layer], row_bytes};
 }
+
+kernels::KvRows KvCache::keys(std::uint32_t layer) { return view(keys_, layer); }
+kernels::KvRows KvCache::values(std::uint32_t layer) { return view(values_, layer); }
 
 }  // namespace ember::models

@@ -128,10 +128,10 @@ void LlamaModel::forward(const Evaluation& eval, ForwardState& state, kernels::O
         rope.n_heads = L.n_head_kv;
         ops.rope({"rope_k", layer, OpKind::Rope}, k, first, rope);
 
-        Rows cache_k = state.kv_cache.keys(il);    // [capacity, Hkv * D]
-        Rows cache_v = state.kv_cache.values(il);  // [capacity, Hkv * D]
-        ops.copy({"cache_k", layer, OpKind::KvStore}, k, cache_k.slice(first, T));
-        ops.copy({"cache_v", layer, OpKind::KvStore}, v, cache_v.slice(first, T));
+        kernels::KvRows cache_k = state.kv_cache.keys(il);    // [capacity, Hkv * D]
+        kernels::KvRows cache_v = state.kv_cache.values(il);  // [capacity, Hkv * D]
+        ops.store_kv({"cache_k", layer, OpKind::KvStore}, k, cache_k.slice(first, T));
+        ops.store_kv({"cache_v", layer, OpKind::KvStore}, v, cache_v.slice(first, T));
         ops.attention({"kqv", layer, OpKind::Attention}, q, cache_k.slice(0, n_kv), cache_v.slice(0, n_kv), first,
                       attention_params(c, L), attn);
         ops.matmul({"attn_output", layer, OpKind::Projection}, attn, w.attn_output, attn_out);

@@ -53,7 +53,7 @@ Session::Session(const models::Model& model, const SessionOptions& options)
       ops_(*backend_, options.observer),
       context_length_(checked_context(model.config(), options.context_length)),
       threads_(options.threads),
-      state_{models::KvCache(model.config(), context_length_), models::Workspace{}} {
+      state_{models::KvCache(model.config(), context_length_, options.kv_type), models::Workspace{}} {
     if (threads_ == 0) throw Error("the thread count must be at least 1");
     if (context_length_ == 0) throw Error("the context length must be at least 1");
     arena_ = std::make_unique<Arena>(threads_);
@@ -61,7 +61,12 @@ Session::Session(const models::Model& model, const SessionOptions& options)
     const std::size_t batch = std::clamp<std::size_t>(options.max_batch, 1, context_length_);
     state_.workspace.reserve(c, batch, options.all_logits ? batch : 1);
     const models::MaxDims dims = models::max_dims(c);
-    backend_->reserve(batch, context_length_, dims.n_head, dims.head_dim);
+    const kernels::ScratchLimits limits{.max_tokens = batch,
+                                        .max_context = context_length_,
+                                        .max_heads = dims.n_head,
+                                        .max_head_dim = dims.head_dim,
+                                        .max_matmul_cols = std::max({std::size_t{c.n_embd}, dims.q_width, dims.n_ff})};
+    arena_->arena.execute([&] { backend_->reserve(limits); });  // per-thread scratch for this arena's threads
 }
 
 Session::~Session() = default;

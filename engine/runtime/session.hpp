@@ -1,5 +1,6 @@
 // A session runs one sequence through a model: the prompt as one prefill evaluation,
-// then one decode evaluation per generated token, each appending to the F32 KV cache.
+// then one decode evaluation per generated token, each appending to the KV cache (F32,
+// or F16 with kv_type).
 // It owns what a sequence needs: the route's backend, the KV cache (sized by the context
 // length), the preallocated workspace and a oneTBB arena with exactly `threads` threads.
 //
@@ -32,7 +33,8 @@ std::unique_ptr<kernels::Backend> make_backend(Route route);
 std::size_t default_context_length(const models::ModelConfig& config);
 
 struct SessionOptions {
-    Route route = Route::Reference;
+    Route route = Route::Fast;
+    kernels::KvType kv_type = kernels::KvType::f32;  // the KV cache's element type
     std::size_t context_length = 0;  // 0: default_context_length()
     std::size_t threads = 1;
     // The largest evaluation to preallocate for (usually the prompt length), and whether

@@ -4,7 +4,7 @@
 //   {"seq":12,"name":"attn_q","op_kind":"projection","layer":0,"phase":"prefill","step":0,
 //    "input_shape":[7,64],"output_shape":[7,64],"input_bytes":17920,"output_bytes":1792,
 //    "start_ns":48211,"duration_ns":3105,"estimated_flops":57344,"route":"reference",
-//    "kernel":"reference.matmul.f32","weight_type":"F32","variant":"generic"}
+//    "kernel":"reference.matmul.f32","weight_type":"F32","variant":"scalar-reference"}
 //
 // The session announces each evaluation (begin_evaluation), which gives every later
 // operation its phase and step. Lines go through a buffered AtomicFile: the journal

@@ -76,7 +76,8 @@ TEST_CASE("a minimal config gets every documented default, paths resolved agains
     CHECK(c.source == file);
     CHECK(c.model.path == dir.path() / "model.gguf");
     CHECK(c.model.arch == "auto");
-    CHECK(c.model.route == "reference");
+    CHECK(c.model.route == "fast");
+    CHECK(c.model.kv_type == "f32");
     CHECK(c.model.threads == 0);
     CHECK(c.model.ctx == 0);
     CHECK(c.prompt.text == "Once upon a time");
@@ -100,7 +101,8 @@ TEST_CASE("the issue's example config reads as written") {
     const auto file = write(dir.path() / "configs" / "demo.toml", R"([model]
 path = "../models/model.gguf"
 arch = "qwen3"
-route = "fast"
+route = "reference"
+kv_type = "f16"
 threads = 2
 ctx = 512
 [prompt]
@@ -130,7 +132,8 @@ stage = "after_mlp"
     const fs::path base = dir.path() / "configs";
     CHECK(c.model.path == dir.path() / "models" / "model.gguf");
     CHECK(c.model.arch == "qwen3");
-    CHECK(c.model.route == "fast");
+    CHECK(c.model.route == "reference");
+    CHECK(c.model.kv_type == "f16");
     CHECK(c.model.threads == 2);
     CHECK(c.model.ctx == 512);
     CHECK(c.prompt.file == base / "prompt.txt");
@@ -149,7 +152,7 @@ stage = "after_mlp"
     CHECK(c.experiments[0].plugin == base / "plugins" / "libablate.so");
     CHECK(c.experiments[0].config_json == R"({"layers":[1],"stage":"after_mlp"})");
     CHECK(c.experiments[0].base_dir == base);
-    CHECK(c.experiments[0].origin == file.string() + ":24");
+    CHECK(c.experiments[0].origin == file.string() + ":25");
 }
 
 TEST_CASE("every error names file:line:column") {
@@ -165,7 +168,7 @@ TEST_CASE("every error names file:line:column") {
         {std::string(kMinimal) + "[modle]\n", "x.toml:5:2: unknown key 'modle' (known keys: model, prompt, generation, "
                                               "tracing, output, hooks, experiment)"},
         {"[model]\npath = \"m.gguf\"\ntreads = 2\n" + ok_prompt,
-         "x.toml:3:1: unknown key 'treads' in [model] (known keys: path, arch, route, threads, ctx)"},
+         "x.toml:3:1: unknown key 'treads' in [model] (known keys: path, arch, route, kv_type, threads, ctx)"},
         {"[model]\npath = \"m.gguf\"\nthreads = \"2\"\n" + ok_prompt,
          "x.toml:3:11: model.threads must be an integer, not a string"},
         {"[model]\npath = \"m.gguf\"\nthreads = -1\n" + ok_prompt, "x.toml:3:11: model.threads = -1 is outside [0, 4096]"},
@@ -345,7 +348,8 @@ config = { layers = [1, 2], stage = "after_mlp" }
 [model]
 ctx = 0
 threads = 0
-route = "reference"
+route = "fast"
+kv_type = "f32"
 arch = "auto"
 path = "./model.gguf"
 [generation]

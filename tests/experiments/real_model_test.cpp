@@ -69,7 +69,7 @@ Outcome run(const Fixture& f, const std::vector<experiments::ExperimentSpec>& sp
     experiments::RunnerOptions options;
     options.log = [](experiments::LogLevel, std::string_view, std::string_view) {};
     ExperimentRunner runner(specs, f.info, options);
-    runtime::Session session(*f.model, {.threads = 1, .max_batch = f.prompt.tokens.size()});
+    runtime::Session session(*f.model, {.route = runtime::Route::Reference, .threads = 1, .max_batch = f.prompt.tokens.size()});
     try {
         runner.on_model_loaded(f.config());
         hooks::EvalInfo prefill;

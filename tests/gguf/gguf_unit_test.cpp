@@ -1,9 +1,14 @@
-// Rung: smoke (unit). The GGUF writer and reader agree on every metadata type, typed
+// Rung: smoke (unit). The GGUF writer and reader agree on every metadata type, tensors
+// can be produced while the file is written (and a failure leaves nothing), typed
 // getters refuse what they cannot hold, the type table matches model-math §1.5, and
 // SHA-256 matches the FIPS 180-4 examples. The committed fuzz corpus is reproducible.
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 
 #include "common/error.hpp"
@@ -62,6 +67,34 @@ TEST_CASE("writer -> reader round trip of every value type") {
     CHECK(layout.cols == 4);
     CHECK(layout.row_bytes == 16);
     CHECK(f.find_tensor("q")->nbytes == 34);
+}
+
+TEST_CASE("writer: tensors produced while the file is written, a failing producer leaves no file") {
+    const std::uint64_t ne[2] = {4, 3};
+    std::vector<std::byte> data(48);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::byte>(i);
+    gguf::Writer eager, lazy;
+    eager.add_tensor("t", gguf::GgmlType::F32, ne, data);
+    int calls = 0;
+    lazy.add_tensor("t", gguf::GgmlType::F32, ne, [&](std::span<std::byte> out) {
+        REQUIRE(out.size() == data.size());
+        std::memcpy(out.data(), data.data(), out.size());
+        ++calls;
+    });
+    CHECK(calls == 0);
+    CHECK(lazy.to_bytes() == eager.to_bytes());
+    CHECK(calls == 1);
+    CHECK_THROWS_WITH_AS(eager.add_tensor("short", gguf::GgmlType::F32, ne, std::vector<std::byte>(47)),
+                         doctest::Contains("'short' has 47 bytes of data, its shape needs 48"), Error);
+
+    const auto path = std::filesystem::temp_directory_path() / fmt::format("ember-writer-{}.gguf", ::getpid());
+    gguf::Writer failing;
+    failing.add_tensor("t", gguf::GgmlType::F32, ne, [](std::span<std::byte>) { throw Error("producer failed"); });
+    CHECK_THROWS_WITH_AS(failing.write_file(path), "producer failed", Error);
+    CHECK_FALSE(std::filesystem::exists(path));
+    for (const auto& entry : std::filesystem::directory_iterator(path.parent_path())) {
+        CHECK(entry.path().filename().string().rfind(path.filename().string(), 0) != 0);  // no temporary left either
+    }
 }
 
 TEST_CASE("typed getters refuse values of the wrong type, naming key and types") {

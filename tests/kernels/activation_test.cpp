@@ -1,5 +1,6 @@
-// Rung: below the ladder (kernel unit tests). SwiGLU with llama.cpp's vector exp and RMS
-// norm, for every kernel set this CPU runs, bit-exact against straightforward scalar
+// Rung: below the ladder (kernel unit tests). SwiGLU with llama.cpp's vector exp, GEGLU
+// through its F16 GELU table (against the reference kernel, itself checked against the
+// table's definition), and RMS norm, for every kernel set this CPU runs, bit-exact against straightforward scalar
 // transcriptions of model-math §3.1 / §3.4-3.5 (llama.cpp's AVX-512 build computes the
 // same bits: whole groups of 16 through the vector exp, the rest through expf). Also the
 // vector exp's accuracy against a double-precision exp: llama.cpp's comment says "1.45358
@@ -14,25 +15,12 @@
 #include "kernel_test_support.hpp"
 #include "kernels/fast/ops.hpp"
 #include "kernels/fast/thread_pool.hpp"
+#include "kernels/reference/kernels.hpp"
 
 using namespace ember::test;
 namespace fast = ember::kernels::fast;
 
 namespace {
-
-// ggml_v_expf, AVX-512 form, one lane (model-math §3.4): constants from the source.
-float ref_vector_exp(float x) {
-    const float shift = 0x1.8p23f;
-    const float z = std::fma(x, 0x1.715476p+0f, shift);
-    const float n = z - shift;
-    const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
-    const float u = b * b;
-    const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-                             u, std::fma(0x1.ffffecp-1f, b, 1.0f));
-    if (std::isnan(n)) return n;
-    if (std::fabs(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
-    return static_cast<float>(std::ldexp(static_cast<double>(j), static_cast<int>(n)));  // exact, then one rounding
-}
 
 // ggml_vec_swiglu_f32 on an AVX-512 build.
 void ref_swiglu_row(const float* g, const float* u, float* out, std::size_t n) {
@@ -79,6 +67,28 @@ TEST_CASE("swiglu: bit-exact with llama.cpp's recipe in every kernel set, every 
             k.swiglu_row(g.data(), u.data(), got.data(), n);
             for (std::size_t i = 0; i < n; ++i) {
                 if (!same_bits(got[i], want[i])) FAIL("element " << i << " (gate " << g[i] << "): " << got[i] << " vs " << want[i]);
+            }
+        }
+    }
+}
+
+TEST_CASE("geglu: llama.cpp's F16-table GELU times up, bit for bit in every kernel set, every length") {
+    std::mt19937 rng(33);
+    std::vector<float> g = random_floats(rng, 4096 + 40, 6.0f);
+    std::vector<float> u = random_floats(rng, g.size(), 1.0f);
+    const float specials[] = {0.0f, -0.0f, 10.0f, -10.0f, 9.999f, -9.999f, 1e-40f, 65520.0f, -65520.0f, INFINITY, -INFINITY, NAN};
+    for (std::size_t i = 0; i < std::size(specials); ++i) g[3 * i + 1] = specials[i];
+    const float* table = ember::kernels::reference::gelu_f16_table_values();
+    for (const auto& k : runnable_kernel_sets()) {
+        CAPTURE(k.description);
+        for (std::size_t n : {1, 5, 15, 16, 17, 33, 172, 4096 + 40}) {
+            CAPTURE(n);
+            std::vector<float> got(n);
+            k.geglu_row(g.data(), u.data(), got.data(), n, table);
+            for (std::size_t i = 0; i < n; ++i) {
+                // ggml_vec_geglu_f32: exactly 0 below -10, gate * up from 10, else the table
+                const float want = g[i] <= -10.0f ? 0.0f : ember::kernels::reference::gelu_f16_table(g[i]) * u[i];
+                if (!same_bits(got[i], want)) FAIL("element " << i << " (gate " << g[i] << "): " << got[i] << " vs " << want);
             }
         }
     }

@@ -137,6 +137,20 @@ inline float ref_q8_0_dot(const fast::BlockQ8_0* w, const fast::BlockQ8_0* a, st
     return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
+// ggml_v_expf, AVX-512 form, one lane (model-math §3.4): constants from the source.
+inline float ref_vector_exp(float x) {
+    const float shift = 0x1.8p23f;
+    const float z = std::fma(x, 0x1.715476p+0f, shift);
+    const float n = z - shift;
+    const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                             u, std::fma(0x1.ffffecp-1f, b, 1.0f));
+    if (std::isnan(n)) return n;
+    if (std::fabs(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+    return static_cast<float>(std::ldexp(static_cast<double>(j), static_cast<int>(n)));  // exact, then one rounding
+}
+
 // ---- random data ----
 
 inline std::vector<float> random_floats(std::mt19937& rng, std::size_t n, float scale = 1.0f) {

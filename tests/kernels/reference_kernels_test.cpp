@@ -45,7 +45,7 @@ TEST_CASE("F16 conversions: exact decode, round to nearest even, overflow to inf
     CHECK(bf16_to_f32(0xc040) == -3.0f);
 }
 
-TEST_CASE("dequantization: Q8_0 blocks are q * d; F16 and BF16 rows decode exactly") {
+TEST_CASE("dequantization: Q8_0 blocks are q * d, F16 and BF16 rows decode exactly") {
     std::vector<std::byte> q8(34);
     const std::uint16_t d = 0x3800;  // 0.5
     std::memcpy(q8.data(), &d, 2);
@@ -90,7 +90,7 @@ TEST_CASE("RMS norm: x / sqrt(mean(x^2) + eps) * w, in place or not") {
     CHECK(x[1] == 4 * scale);
 }
 
-TEST_CASE("RoPE: identity at position 0; adjacent vs half-split pairs; frequency factors") {
+TEST_CASE("RoPE: identity at position 0, adjacent vs half-split pairs, frequency factors") {
     RopeParams p;
     p.n_heads = 1;
     p.head_dim = 4;
@@ -150,7 +150,7 @@ TEST_CASE("attention: causal and sliding-window masks, grouped heads, softmax we
     std::vector<float> out(6);
     std::vector<float> scores(2 * 3);
     std::vector<double> sums(2);
-    attention(ConstRows(q.data(), 3, 2), ConstRows(keys.data(), 3, 1), ConstRows(values.data(), 3, 1), 0, p, scores, sums,
+    attention(ConstRows(q.data(), 3, 2), f32_kv_rows(ConstRows(keys.data(), 3, 1)), f32_kv_rows(ConstRows(values.data(), 3, 1)), 0, p, scores, sums,
               Rows(out.data(), 3, 2));
     CHECK(out[0] == 10.0f);  // position 0 sees only itself
     CHECK(out[1] == 10.0f);  // the second head reads the same KV head
@@ -158,11 +158,11 @@ TEST_CASE("attention: causal and sliding-window masks, grouped heads, softmax we
     CHECK(out[4] == doctest::Approx((10 + 20 + 3 * 30) / 5.0));  // weights 1 : 1 : 3
 
     p.window = 2;  // position 2 sees positions 1 and 2
-    attention(ConstRows(q.data(), 3, 2), ConstRows(keys.data(), 3, 1), ConstRows(values.data(), 3, 1), 0, p, scores, sums,
+    attention(ConstRows(q.data(), 3, 2), f32_kv_rows(ConstRows(keys.data(), 3, 1)), f32_kv_rows(ConstRows(values.data(), 3, 1)), 0, p, scores, sums,
               Rows(out.data(), 3, 2));
     CHECK(out[4] == doctest::Approx((20 + 3 * 30) / 4.0));
     p.window = 1;  // only itself
-    attention(ConstRows(q.data(), 3, 2), ConstRows(keys.data(), 3, 1), ConstRows(values.data(), 3, 1), 0, p, scores, sums,
+    attention(ConstRows(q.data(), 3, 2), f32_kv_rows(ConstRows(keys.data(), 3, 1)), f32_kv_rows(ConstRows(values.data(), 3, 1)), 0, p, scores, sums,
               Rows(out.data(), 3, 2));
     CHECK(out[4] == 30.0f);
 }

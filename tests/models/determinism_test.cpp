@@ -1,6 +1,7 @@
 // Rung: smoke (reproducibility). The same prompt, seed and binary give bit-identical
 // hidden states, logits and tokens on every run and with 1 or 2 threads, in every family
-// (the reference kernels split work over output rows and heads, never inside a sum).
+// and on both routes (the kernels split work over output rows and heads, never inside a
+// sum).
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -27,8 +28,9 @@ struct RunOutput {
     std::vector<float> sampled_logits;
 };
 
-RunOutput run(const models::Model& model, const std::vector<std::int32_t>& prompt, std::size_t threads) {
+RunOutput run(const models::Model& model, const std::vector<std::int32_t>& prompt, std::size_t threads, runtime::Route route) {
     runtime::SessionOptions options;
+    options.route = route;
     options.threads = threads;
     options.max_batch = prompt.size();
     options.all_logits = true;
@@ -68,14 +70,14 @@ void check_same(const RunOutput& a, const RunOutput& b, const char* what) {
     CHECK(bitwise_equal(a.sampled_logits, b.sampled_logits));
 }
 
-void check_model(const std::string& name) {
+void check_model(const std::string& name, runtime::Route route) {
     const gguf::File file = gguf::File::open(fixture_path("models/" + name + ".gguf"));
     const auto model = models::load_model(file);
     const Golden golden = load_golden(f32_golden_path(name));
     const std::vector<std::int32_t>& prompt = golden.prompts.at(0).tokens;
-    const RunOutput one = run(*model, prompt, 1);
-    const RunOutput two = run(*model, prompt, 2);
-    const RunOutput again = run(*model, prompt, 2);
+    const RunOutput one = run(*model, prompt, 1, route);
+    const RunOutput two = run(*model, prompt, 2, route);
+    const RunOutput again = run(*model, prompt, 2, route);
     check_same(one, two, "1 thread vs 2 threads");
     check_same(two, again, "two runs with 2 threads");
     CHECK(one.greedy.size() == 16);
@@ -87,7 +89,7 @@ void check_unembed(const std::string& name) {
     const auto model = models::load_model(file);
     const models::ModelConfig& c = model->config();
     const std::vector<std::int32_t> prompt = load_golden(f32_golden_path(name)).prompts.at(0).tokens;
-    runtime::Session session(*model, {.threads = 2, .max_batch = prompt.size(), .all_logits = true});
+    runtime::Session session(*model, {.route = runtime::Route::Reference, .threads = 2, .max_batch = prompt.size(), .all_logits = true});
     CaptureHooks hooks(c.n_layers);
     const kernels::ConstRows logits = session.prefill(prompt, true, &hooks);
 
@@ -111,8 +113,17 @@ TEST_CASE("unembed (logit lens) of the last layer reproduces the logits in every
     }
 }
 
-TEST_CASE("determinism: llama (stories260K), 1 vs 2 threads and across runs") { check_model("stories260K"); }
-TEST_CASE("determinism: qwen3 (synth-qwen3-q8_0), 1 vs 2 threads and across runs") { check_model("synth-qwen3-q8_0"); }
-TEST_CASE("determinism: gemma4 (synth-gemma4-e-q8_0), 1 vs 2 threads and across runs") { check_model("synth-gemma4-e-q8_0"); }
+TEST_CASE("determinism: llama (stories260K), 1 vs 2 threads and across runs, both routes") {
+    check_model("stories260K", runtime::Route::Reference);
+    check_model("stories260K", runtime::Route::Fast);
+}
+TEST_CASE("determinism: qwen3 (synth-qwen3-q8_0), 1 vs 2 threads and across runs, both routes") {
+    check_model("synth-qwen3-q8_0", runtime::Route::Reference);
+    check_model("synth-qwen3-q8_0", runtime::Route::Fast);
+}
+TEST_CASE("determinism: gemma4 (synth-gemma4-e-q8_0), 1 vs 2 threads and across runs, both routes") {
+    check_model("synth-gemma4-e-q8_0", runtime::Route::Reference);
+    check_model("synth-gemma4-e-q8_0", runtime::Route::Fast);
+}
 
 }  // namespace ember::test

@@ -43,6 +43,7 @@ TEST_CASE("ember generate --json: prompt tokens, tokens, text and steps match ll
     const Golden golden = load_golden(f32_golden_path("stories260K"));
     const GoldenPrompt& p = golden.prompts.at(0);
     const json::object o = generate_json("stories260K", "--prompt " + shell_quote(kPrompt) + " --max-tokens 24 --threads 2");
+    CHECK(o.at("cpu_variant").as_string() == "scalar-reference");
     CHECK(ids(o.at("prompt_tokens")) == p.tokens);
     const auto tokens = ids(o.at("tokens"));
     REQUIRE(tokens.size() == 24);
@@ -83,17 +84,41 @@ TEST_CASE("ember generate: the same seed gives the same tokens, with 1 or 2 thre
 TEST_CASE("ember generate --route fast: the same story on every CPU variant, and the variant named") {
     for (const char* variant : {"scalar", "avx2", "avx512"}) {
         CAPTURE(variant);
-        const CommandResult r = run_command(std::string("EMBER_CPU=") + variant + " " + EMBER_BINARY +
-                                                " generate --route fast --threads 2 --max-tokens 24 --model " +
-                                                shell_quote(fixture_path("models/stories260K-q8_0.gguf").string()) +
-                                                " --prompt " + shell_quote(kPrompt),
-                                            false);
+        const auto on_variant = [&](const std::string& options) {
+            return run_command(std::string("EMBER_CPU=") + variant + " " + EMBER_BINARY + " generate --threads 2 " + options +
+                                   " --model " + shell_quote(fixture_path("models/stories260K-q8_0.gguf").string()) +
+                                   " --prompt " + shell_quote(kPrompt),
+                               false);
+        };
+        const CommandResult r = on_variant("--route fast --max-tokens 24");
         if (r.exit_code != 0) {  // a variant this CPU lacks is refused by name
             CHECK(r.exit_code == 1);
             continue;
         }
         CHECK(r.output == " named Lily. She loved to play outside in the park. One day, she saw\n");
+        const CommandResult j = on_variant("--json --max-tokens 2");
+        REQUIRE(j.exit_code == 0);
+        const json::object o = json::parse(j.output).as_object();
+        CHECK(o.at("route").as_string() == "fast");  // the default
+        CHECK(std::string(o.at("cpu_variant").as_string()).rfind(variant, 0) == 0);
+        CHECK(o.at("kv_type").as_string() == "f32");
     }
+}
+
+TEST_CASE("ember generate --kv-type f16: an F16 cache on both routes, named in the JSON") {
+    for (const char* route : {"fast", "reference"}) {
+        CAPTURE(route);
+        const CommandResult r = run_command(std::string(EMBER_BINARY) + " generate --json --kv-type f16 --route " + route +
+                                                " --threads 2 --max-tokens 24 --model " +
+                                                shell_quote(fixture_path("models/stories260K.gguf").string()) +
+                                                " --prompt " + shell_quote(kPrompt),
+                                            false);
+        REQUIRE(r.exit_code == 0);
+        const json::object o = json::parse(r.output).as_object();
+        CHECK(o.at("kv_type").as_string() == "f16");
+        CHECK(o.at("text").as_string() == " named Lily. She loved to play outside in the park. One day, she saw");
+    }
+    CHECK(generate("stories260K", "--prompt x --kv-type q8_0", true).exit_code == 2);
 }
 
 TEST_CASE("ember generate: clear errors and exit codes") {

@@ -45,12 +45,12 @@ TEST_CASE("op observer: every Llama layer reports the same operations once, nume
     const std::vector<std::int32_t> prompt = load_golden(f32_golden_path("stories260K")).prompts.at(0).tokens;
     const std::size_t T = prompt.size();
 
-    runtime::Session plain(*model, {.threads = 2, .max_batch = T});
+    runtime::Session plain(*model, {.route = runtime::Route::Reference, .threads = 2, .max_batch = T});
     const kernels::ConstRows plain_logits = plain.prefill(prompt);
     const std::vector<float> expected(plain_logits.row(0), plain_logits.row(0) + plain_logits.cols);
 
     Recorder recorder;
-    runtime::Session traced(*model, {.threads = 2, .max_batch = T, .observer = &recorder});
+    runtime::Session traced(*model, {.route = runtime::Route::Reference, .threads = 2, .max_batch = T, .observer = &recorder});
     const kernels::ConstRows logits = traced.prefill(prompt);
     CHECK(std::memcmp(logits.row(0), expected.data(), expected.size() * sizeof(float)) == 0);
 

@@ -41,7 +41,7 @@ TEST_CASE("seeded sampling repeats for a seed and differs between seeds") {
     CHECK(draw(7) != draw(8));
 }
 
-TEST_CASE("top-k 1 and a tiny top-p are greedy; temperature 0 is greedy") {
+TEST_CASE("top-k 1 and a tiny top-p are greedy, temperature 0 is greedy") {
     const std::vector<float> logits = {0.5f, 2.0f, 1.9f, -1.0f};
     Sampler k1({.temperature = 5.0f, .top_k = 1, .top_p = 1.0f, .seed = 1});
     Sampler p0({.temperature = 5.0f, .top_k = 0, .top_p = 1e-6f, .seed = 1});

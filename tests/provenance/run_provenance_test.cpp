@@ -60,7 +60,7 @@ TEST_CASE("ember run: [tracing] and [output] extract with an experiment, one ver
     CHECK(ablated.shape[0] == manifest.at("tokenizer").at("token_ids").as_array().size());
 }
 
-TEST_CASE("ember run --trace FILE writes the journal there; a failed run leaves no manifest and no journal") {
+TEST_CASE("ember run --trace FILE writes the journal there, a failed run leaves no manifest and no journal") {
     TempDir dir;
     const fs::path trace = dir.path() / "elsewhere.jsonl";
     const auto run = ember_run(dir, run_config(fixture_path("models/stories260K.gguf"), kPrompt, 3),

@@ -49,7 +49,7 @@ json::array summary_of(const fs::path& file) { return json::parse(read_text(file
 
 }  // namespace
 
-TEST_CASE("ember sweep: a broken config is reported and the others finish; one model load; skips and --force") {
+TEST_CASE("ember sweep: a broken config is reported and the others finish, one model load, skips and --force") {
     SweepDir s;
     s.add("a", good_config("a", "Once upon a time"));
     s.add("b", "[model]\npath = \"m.gguf\"\n[prompt]\ntext = \"x\"\nmax_tokens = 3\n");

@@ -99,7 +99,7 @@ TEST_CASE("ember trace export --chrome: valid JSON, one complete event per opera
     CHECK(py.output == fmt::format("{}\n", journal.size()));
 }
 
-TEST_CASE("ember trace: malformed journals are named by line; usage errors exit 2") {
+TEST_CASE("ember trace: malformed journals are named by line, usage errors exit 2") {
     TempDir dir;
     const auto bad = dir.path() / "bad.jsonl";
     {

@@ -185,7 +185,7 @@ TEST_CASE("trace fingerprints: one pinned value per family, for every built rout
     }
 }
 
-TEST_CASE("tracing changes no value: traced and untraced runs agree bitwise on every route; off means no observer") {
+TEST_CASE("tracing changes no value: traced and untraced runs agree bitwise on every route, off means no observer") {
     for (const auto& [name, route] : {std::pair{"stories260K", runtime::Route::Reference},
                                       std::pair{"synth-qwen3-q8_0", runtime::Route::Reference},
                                       std::pair{"synth-gemma4-e-q8_0", runtime::Route::Reference},

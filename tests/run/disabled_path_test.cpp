@@ -15,7 +15,11 @@
 // - The same check run on the ActiveHooks instantiation finds a call at every hook site,
 //   so the gate fails if a hook call is ever compiled into the disabled path.
 // Prefill and decode share one forward function per instantiation (decode is one row),
-// so the decode loop is covered by the same inspection.
+// so the decode loop is covered by the same inspection. What that loop calls through the
+// backend interface differs by route: the last test case checks that no function of the
+// fast route's backend and kernels (namespace ember::kernels::fast, as linked into
+// build/app/ember) calls into hooks or experiments, so a DisabledHooks decode on the
+// fast route is free of them too.
 #include <doctest/doctest.h>
 
 #include <fmt/format.h>
@@ -221,6 +225,30 @@ TEST_CASE("the same inspection finds the dispatch in the ActiveHooks instantiati
         for (const auto& [line, stage] : sites)
             CHECK_MESSAGE(calls_at[line] >= 1, family << ".cpp:" << line << " (" << stage << ") has no call");
     }
+}
+
+TEST_CASE("the fast route's backend and kernels, as linked into ember, make no call into hooks or experiments") {
+    const auto fast = matching(disassemble(EMBER_BINARY, false), "ember::kernels::fast::");
+    std::size_t instructions = 0, into_hooks = 0;
+    bool has_backend = false, has_kernels = false;
+    for (const auto& f : fast) {
+        has_backend |= f.name.find("FastBackend::matmul") != std::string::npos;
+        has_kernels |= f.name.find("avx512::f16_matmul_rows") != std::string::npos;
+        instructions += f.code.size();
+        for (const auto& i : f.code) {
+            const bool hooks_call = (i.is_call() || i.text.rfind("jmp", 0) == 0) && i.text.find("ember::hooks::") != std::string::npos;
+            if (calls_into_experiments(i) || hooks_call) {
+                ++into_hooks;
+                MESSAGE(f.name << ": " << i.text);
+            }
+        }
+    }
+    CHECK(has_backend);  // the inspection sees the backend's methods...
+    CHECK(has_kernels);  // ...and the kernels they dispatch to
+    CHECK(instructions > 10000);
+    CHECK(into_hooks == 0);
+    MESSAGE(fast.size() << " fast-route functions, " << instructions << " instructions, " << into_hooks
+                        << " calls into hooks or experiments");
 }
 
 TEST_CASE("the inspected functions are the ones linked into the ember executable") {

@@ -56,6 +56,8 @@ TEST_CASE("with no experiment, ember run prints what ember generate prints and r
     CHECK(str(r.at("model").at("sha256")) == sha256_from_sums("stories260K.gguf"));
     CHECK(str(r.at("model").at("family")) == "llama");
     CHECK(str(r.at("route")) == "reference");
+    CHECK(str(r.at("cpu_variant")) == "scalar-reference");
+    CHECK(str(r.at("kv_type")) == "f32");
     CHECK(r.at("threads") == 1);
 
     const GoldenPrompt golden = load_golden(f32_golden_path("stories260K")).prompts.at(0);
@@ -147,6 +149,7 @@ TEST_CASE("route = \"fast\" runs the fast route and generates what ember generat
     const auto run = ember_run(dir, run_config(model, kPrompt, 8, "", "fast"));
     REQUIRE_MESSAGE(run.exit_code == 0, run.err);
     CHECK(str(run.report.at("route")) == "fast");
+    CHECK(!str(run.report.at("cpu_variant")).empty());
     const auto generated = run_command(fmt::format("{} generate --route fast --model {} --prompt {} --max-tokens 8 "
                                                    "--threads 1",
                                                    shell_quote(EMBER_BINARY), shell_quote(model.string()),

@@ -108,7 +108,7 @@ TEST_CASE("vocab validation: malformed byte tokens are refused by name") {
     }
 }
 
-TEST_CASE("vocab validation: special-token ids outside the vocabulary are refused; -1 means none") {
+TEST_CASE("vocab validation: special-token ids outside the vocabulary are refused, -1 means none") {
     for (const char* key : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.padding_token_id",
                             "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.eot_token_id"}) {
         CAPTURE(key);

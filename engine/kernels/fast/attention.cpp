@@ -55,6 +55,13 @@ void attention(const KernelSet& k, ThreadPool& pool, const float* q, std::size_t
     }
     const MatmulRowsFn scores_fn = kv.type == KvType::f32 ? k.f32_matmul_rows : k.f16_matmul_rows;
     const WeightedSumFn weighted_sum = kv.type == KvType::f32 ? k.weighted_sum_f32 : k.weighted_sum_f16;
+    // llama.cpp (-fa off): KQ = mul_mat(K, Q) and KQV = mul_mat(V^T, P) over its padded
+    // cache (a multiple of 256 positions). Q is not contiguous there, so an F32 K·Q is
+    // always ggml_vec_dot_f32; an F16 one converts Q and goes through tinyBLAS for 2+
+    // tokens when D % 16 == 0. P is contiguous: tinyBLAS for 2+ tokens when D % 4 == 0.
+    const SumOrder scores_order =
+        kv.type == KvType::f16 && n_tokens >= 2 && D % 16 == 0 ? SumOrder::tiled : SumOrder::vec_dot;
+    const SumOrder values_order = n_tokens >= 2 && D % 4 == 0 ? SumOrder::tiled : SumOrder::vec_dot;
 
     // One task per (token, KV head): its G query heads together.
     auto run_task = [&](std::size_t task, std::byte* scratch) {
@@ -62,8 +69,11 @@ void attention(const KernelSet& k, ThreadPool& pool, const float* q, std::size_t
         const std::size_t g = task % shape.n_head_kv;
         const std::size_t position = first_position + t;
         const std::size_t begin = shape.window == 0 || position < shape.window ? 0 : position - shape.window + 1;
-        const std::size_t n_visible = position + 1 - begin;
-        float* scores = reinterpret_cast<float*>(scratch);  // [G, n_visible]
+        // llama.cpp's score rows start at position 0 and its softmax sums groups of 16:
+        // the row here starts at a multiple of 16, positions before `begin` masked.
+        const std::size_t row_start = begin - begin % 16;
+        const std::size_t n_row = position + 1 - row_start;
+        float* scores = reinterpret_cast<float*>(scratch);  // [G, n_row]
 
         const float* q_heads = q + t * q_stride + g * G * D;  // [G, D]
         const std::byte* queries = reinterpret_cast<const std::byte*>(q_heads);
@@ -73,12 +83,19 @@ void attention(const KernelSet& k, ThreadPool& pool, const float* q, std::size_t
             queries = reinterpret_cast<const std::byte*>(rounded);
         }
         const std::size_t head_offset = g * D * element;
-        const MatmulTask score_task{kv.keys + begin * kv.row_bytes + head_offset, kv.row_bytes, D, queries, D * element,
-                                    G, scores, n_visible};
-        scores_fn(score_task, 0, n_visible);
-        for (std::size_t h = 0; h < G; ++h) k.softmax_row(scores + h * n_visible, n_visible, shape.scale);
-        const WeightedSumTask sum_task{scores, n_visible, G, n_visible, kv.values + begin * kv.row_bytes + head_offset,
-                                       kv.row_bytes, D, out + t * out_stride + g * G * D, D};
+        const MatmulTask score_task{kv.keys + row_start * kv.row_bytes + head_offset, kv.row_bytes, D, queries, D * element,
+                                    G, scores, n_row, scores_order};
+        scores_fn(score_task, 0, n_row);
+        for (std::size_t h = 0; h < G; ++h) {
+            float* row = scores + h * n_row;
+            for (std::size_t j = 0; j < begin - row_start; ++j) row[j] = -__builtin_inff();
+            k.softmax_row(row, n_row, shape.scale);
+        }
+        WeightedSumTask sum_task{scores, n_row, G, n_row, kv.values + row_start * kv.row_bytes + head_offset,
+                                 kv.row_bytes, D, out + t * out_stride + g * G * D, D};
+        sum_task.first_position = row_start;
+        sum_task.order = values_order;
+        sum_task.round_p_to_f16 = kv.type == KvType::f16;
         weighted_sum(sum_task);
     };
     pool.for_chunks_indexed(n_tokens * shape.n_head_kv, 1, [&](std::size_t begin, std::size_t end, int worker) {

@@ -4,22 +4,25 @@
 //   g = h / (n_head / n_head_kv), over the visible cached positions j (causal, and
 //   p - j < window when window > 0):
 //     s_j = q_h . k_j;   p_j = exp(scale * s_j - max) / sum;   out_h = sum_j p_j v_j
-// Each (token, KV head) task computes its query heads together: the scores with the
-// kernel set's matrix product (keys as weight rows, the heads as tokens; for F16 keys
-// the queries are rounded to F16, as llama.cpp does), the softmax with the vector exp,
-// and the weighted sum with each value row loaded once for all heads. Results do not
-// depend on the thread count.
+// computed as llama.cpp computes it with flash attention off (model-math §3.4, §3.6):
+// the scores with the kernel set's matrix product (keys as weight rows, the heads as
+// tokens; for F16 keys the queries are rounded to F16), the softmax with the vector exp
+// and per-16 sums in double, and the weighted sum in llama.cpp's order over positions
+// (for an F16 cache the probabilities are rounded to F16). Its summation orders depend
+// on n_tokens as llama.cpp's do (decode vs prefill; docs/fast-path.md), never on the
+// thread count.
 #pragma once
 
 #include <cstddef>
 #include <span>
 
 #include "kernels/fast/kernel_set.hpp"
+#include "kernels/kv_rows.hpp"
 #include "kernels/fast/thread_pool.hpp"
 
 namespace ember::kernels::fast {
 
-enum class KvType { f32, f16 };
+using kernels::KvType;
 
 struct AttentionShape {
     std::size_t n_head = 0;

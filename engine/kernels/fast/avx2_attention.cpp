@@ -1,20 +1,16 @@
-// The AVX2 variant's attention pieces (AVX2 flags; see variant_kernels.hpp). Softmax:
-// eight lanes, llama.cpp's vector exp, each group's sum folded in F32 and added to a
-// double. Weighted sum: two query heads at a time share each loaded value row; each
-// output element accumulates p_j * v_j[d] with one FMA per j, in order.
+// The AVX2 variant's attention pieces (AVX2 flags; see variant_kernels.hpp), in the
+// AVX-512 variant's (and llama.cpp's) order, the same bits: softmax with llama.cpp's
+// vector exp and per-16 sums in double; the weighted sum over positions as
+// weighted_sum_lanes.hpp says, eight value elements at a time.
+#include "kernels/fast/avx2_common.hpp"
 #include "kernels/fast/avx2_exp.hpp"
 #include "kernels/fast/half_precision.hpp"
 #include "kernels/fast/variant_kernels.hpp"
+#include "kernels/fast/weighted_sum_lanes.hpp"
 
 namespace ember::kernels::fast::avx2 {
 
 namespace {
-
-float fold8(__m256 v) {
-    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 pairs = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(pairs, _mm_movehdup_ps(pairs)));
-}
 
 // Lanes [0, count) set, for maskload / maskstore.
 __m256i lane_mask(std::size_t count) {
@@ -22,13 +18,27 @@ __m256i lane_mask(std::size_t count) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count < 8 ? count : 8)), index);
 }
 
-struct F32Values {
+// The instructions of weighted_sum_lanes.hpp, eight value elements per register.
+struct Avx2Arithmetic {
+    using Vector = __m256;
+    static constexpr std::size_t kWidth = 8;
+    static __m256 zero() { return _mm256_setzero_ps(); }
+    static __m256 set1(float x) { return _mm256_set1_ps(x); }
+    static __m256 fmadd(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
+    static __m256 add(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+    static void store(float* out, std::size_t count, __m256 v) {
+        if (count == 8) _mm256_storeu_ps(out, v);
+        else _mm256_maskstore_ps(out, lane_mask(count), v);
+    }
+    static float round_to_f16(float x) { return _cvtsh_ss(static_cast<unsigned short>(_cvtss_sh(x, 0))); }
+};
+struct F32Values : Avx2Arithmetic {
     static __m256 load(const std::byte* row, std::size_t d, std::size_t count) {
         const float* p = reinterpret_cast<const float*>(row) + d;
         return count >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lane_mask(count));
     }
 };
-struct F16Values {
+struct F16Values : Avx2Arithmetic {
     static __m256 load(const std::byte* row, std::size_t d, std::size_t count) {
         const std::uint16_t* p = reinterpret_cast<const std::uint16_t*>(row) + d;
         if (count >= 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -38,79 +48,36 @@ struct F16Values {
     }
 };
 
-// Heads [h0, h0 + H), elements [d0, d0 + width), width <= 32.
-template <typename Values, int H>
-void weighted_sum_block(const WeightedSumTask& t, std::size_t h0, std::size_t d0, std::size_t width) {
-    const int vectors = static_cast<int>((width + 7) / 8);
-    __m256 acc[H][4];
-    for (int h = 0; h < H; ++h)
-        for (int i = 0; i < 4; ++i) acc[h][i] = _mm256_setzero_ps();
-    for (std::size_t j = 0; j < t.n; ++j) {
-        const std::byte* row = t.v + j * t.v_row_bytes;
-        __m256 v[4];
-        for (int i = 0; i < 4; ++i) v[i] = i < vectors ? Values::load(row, d0 + 8 * i, width - 8 * i) : _mm256_setzero_ps();
-        for (int h = 0; h < H; ++h) {
-            const __m256 p = _mm256_set1_ps(t.p[(h0 + h) * t.p_stride + j]);
-            for (int i = 0; i < 4; ++i) acc[h][i] = _mm256_fmadd_ps(p, v[i], acc[h][i]);
-        }
-    }
-    for (int h = 0; h < H; ++h) {
-        float* out = t.out + (h0 + h) * t.out_stride + d0;
-        for (int i = 0; i < vectors; ++i) {
-            const std::size_t count = width - 8 * i;
-            if (count >= 8) _mm256_storeu_ps(out + 8 * i, acc[h][i]);
-            else _mm256_maskstore_ps(out + 8 * i, lane_mask(count), acc[h][i]);
-        }
-    }
-}
-
-template <typename Values>
-void weighted_sum(const WeightedSumTask& t) {
-    for (std::size_t d0 = 0; d0 < t.head_dim; d0 += 32) {
-        const std::size_t width = t.head_dim - d0 < 32 ? t.head_dim - d0 : 32;
-        std::size_t h = 0;
-        for (; h + 2 <= t.n_heads; h += 2) weighted_sum_block<Values, 2>(t, h, d0, width);
-        if (h < t.n_heads) weighted_sum_block<Values, 1>(t, h, d0, width);
-    }
-}
-
 }  // namespace
 
 void softmax_row(float* s, std::size_t n, float scale) {
     if (n == 0) return;
-    const __m256 factor = _mm256_set1_ps(scale);
     float max = -__builtin_inff();
-    std::size_t i = 0;
-    __m256 vmax = _mm256_set1_ps(max);
-    for (; i + 8 <= n; i += 8) {
-        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(s + i), factor);
-        _mm256_storeu_ps(s + i, v);
-        vmax = _mm256_max_ps(vmax, v);
-    }
-    for (; i < n; ++i) {
+    for (std::size_t i = 0; i < n; ++i) {
         s[i] = s[i] * scale;
-        if (s[i] > max) max = s[i];
+        max = s[i] > max ? s[i] : max;
     }
-    float lanes[8];
-    _mm256_storeu_ps(lanes, vmax);
-    for (float l : lanes) max = l > max ? l : max;
-
+    // groups of 16 as ggml_vec_soft_max_f32's AVX-512 build: vector exp, the group's
+    // sum by _mm512_reduce_add_ps's tree (zeros past the end), added to a double
     const __m256 row_max = _mm256_set1_ps(max);
     double sum = 0.0;
-    for (i = 0; i + 8 <= n; i += 8) {
-        const __m256 e = vector_exp8(_mm256_sub_ps(_mm256_loadu_ps(s + i), row_max));
-        _mm256_storeu_ps(s + i, e);
-        sum += fold8(e);
-    }
-    for (; i < n; ++i) {
-        s[i] = vector_exp_scalar(s[i] - max);
-        sum += s[i];
+    for (std::size_t i = 0; i < n; i += 16) {
+        alignas(32) float group[16] = {};
+        for (std::size_t l = 0; l < 16 && i + l < n; ++l) group[l] = s[i + l];
+        __m256 e[2];
+        for (int h = 0; h < 2; ++h) {
+            const __m256i valid = lane_mask(i + 8 * h < n ? n - i - 8 * h : 0);
+            e[h] = _mm256_and_ps(vector_exp8(_mm256_sub_ps(_mm256_load_ps(group + 8 * h), row_max)), _mm256_castsi256_ps(valid));
+            _mm256_store_ps(group + 8 * h, e[h]);
+        }
+        for (std::size_t l = 0; l < 16 && i + l < n; ++l) s[i + l] = group[l];
+        sum += static_cast<double>(avx2_fold8(_mm256_add_ps(e[1], e[0])));
     }
     const auto inverse = static_cast<float>(1.0 / sum);
-    for (i = 0; i < n; ++i) s[i] = s[i] * inverse;
+    for (std::size_t i = 0; i < n; ++i) s[i] = s[i] * inverse;
 }
 
-void weighted_sum_f32(const WeightedSumTask& task) { weighted_sum<F32Values>(task); }
-void weighted_sum_f16(const WeightedSumTask& task) { weighted_sum<F16Values>(task); }
+void weighted_sum_f32(const WeightedSumTask& task) { weighted_sum_in_order<F32Values>(task); }
+void weighted_sum_f16(const WeightedSumTask& task) { weighted_sum_in_order<F16Values>(task); }
 
 }  // namespace ember::kernels::fast::avx2

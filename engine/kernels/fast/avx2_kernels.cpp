@@ -1,13 +1,15 @@
-// The AVX2 + FMA + F16C variant (compiled with -mavx2 -mfma -mf16c; see
-// variant_kernels.hpp for the rules of a variant translation unit).
+// The AVX2 + FMA + F16C variant's conversions and Q8_0 product (compiled with -mavx2
+// -mfma -mf16c; see variant_kernels.hpp for the rules of a variant translation unit;
+// the float products are in avx2_float.cpp).
 //
-// Matrix products are computed in tiles of R weight rows x T tokens: each weight block
+// The Q8_0 product is computed in tiles of R weight rows x T tokens: each weight block
 // is loaded once per tile and reused for T tokens, each activation block once and
 // reused for R rows. Every output (row, token) owns one 8-lane accumulator whose
 // sequence of operations does not depend on the tile shape, so a matrix-vector product
 // (T = 1) and a matrix-matrix product give bit-identical results.
 #include "kernels/fast/intrinsics.hpp"
 
+#include "kernels/fast/avx2_common.hpp"
 #include "kernels/fast/half_precision.hpp"
 #include "kernels/fast/prefetch.hpp"
 #include "kernels/fast/variant_kernels.hpp"
@@ -15,13 +17,6 @@
 namespace ember::kernels::fast::avx2 {
 
 namespace {
-
-// ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7))
-float fold_lanes(__m256 v) {
-    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // l0+l4, l1+l5, ...
-    const __m128 pairs = _mm_add_ps(s, _mm_movehl_ps(s, s));                              // (s0+s2), (s1+s3)
-    return _mm_cvtss_f32(_mm_add_ss(pairs, _mm_movehdup_ps(pairs)));
-}
 
 float half_to_float(std::uint16_t h) { return _cvtsh_ss(h); }
 
@@ -62,109 +57,13 @@ void q8_0_tile(const MatmulTask& task, std::size_t r0, std::size_t t0) {
         }
     }
     for (int r = 0; r < R; ++r)
-        for (int t = 0; t < T; ++t) task.out[(t0 + t) * task.out_stride + r0 + r] = fold_lanes(acc[r][t]);
-}
-
-// ---- F16 / BF16 / F32: one 8-lane FMA accumulator per output, element k in lane k % 8 ----
-struct F16Loader {
-    using Element = std::uint16_t;
-    static __m256 load(const Element* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-};
-struct BF16Loader {
-    using Element = std::uint16_t;
-    static __m256 load(const Element* p) {
-        const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-    }
-};
-struct F32Loader {
-    using Element = float;
-    static __m256 load(const Element* p) { return _mm256_loadu_ps(p); }
-};
-
-// The last n < 8 elements, zero-padded to a full vector.
-template <typename Loader>
-__m256 load_tail(const typename Loader::Element* p, std::size_t n) {
-    typename Loader::Element padded[8] = {};
-    for (std::size_t i = 0; i < n; ++i) padded[i] = p[i];
-    return Loader::load(padded);
-}
-
-template <typename Loader, int R, int T>
-void float_tile(const MatmulTask& task, std::size_t r0, std::size_t t0) {
-    using Element = typename Loader::Element;
-    const Element* w[R];
-    const Element* a[T];
-    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Element*>(task.weights + (r0 + r) * task.weight_row_bytes);
-    for (int t = 0; t < T; ++t) a[t] = reinterpret_cast<const Element*>(task.acts + (t0 + t) * task.act_row_bytes);
-    __m256 acc[R][T];
-    for (int r = 0; r < R; ++r)
-        for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-
-    const std::size_t n = task.cols;
-    const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, n / 8);
-    std::size_t k = 0;
-    for (; k + 8 <= n; k += 8) {
-        prefetch(k / 8);
-        __m256 wv[R];
-        for (int r = 0; r < R; ++r) wv[r] = Loader::load(w[r] + k);
-        for (int t = 0; t < T; ++t) {
-            const __m256 av = Loader::load(a[t] + k);
-            for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], av, acc[r][t]);
-        }
-    }
-    if (k < n) {
-        __m256 wv[R];
-        for (int r = 0; r < R; ++r) wv[r] = load_tail<Loader>(w[r] + k, n - k);
-        for (int t = 0; t < T; ++t) {
-            const __m256 av = load_tail<Loader>(a[t] + k, n - k);
-            for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], av, acc[r][t]);
-        }
-    }
-    for (int r = 0; r < R; ++r)
-        for (int t = 0; t < T; ++t) task.out[(t0 + t) * task.out_stride + r0 + r] = fold_lanes(acc[r][t]);
-}
-
-// Walks rows in groups of R and tokens in groups of T (remainders with smaller tiles).
-// Tile is a class template with a static `run<R, T>` so one walker serves every type.
-// The last `count` < T tokens of rows r0.. as one tile of exactly `count` tokens.
-template <typename Tile, int R, int T>
-void token_remainder(const MatmulTask& task, std::size_t r0, std::size_t t0, std::size_t count) {
-    if constexpr (T > 0) {
-        if (count == T) Tile::template run<R, T>(task, r0, t0);
-        else token_remainder<Tile, R, T - 1>(task, r0, t0, count);
-    }
-}
-
-template <typename Tile, int R, int T>
-void tokens_of_rows(const MatmulTask& task, std::size_t r0) {
-    std::size_t t = 0;
-    for (; t + T <= task.n_tokens; t += T) Tile::template run<R, T>(task, r0, t);
-    if (t < task.n_tokens) token_remainder<Tile, R, T - 1>(task, r0, t, task.n_tokens - t);
-}
-
-template <typename Tile, int R, int T>
-void walk_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    std::size_t r = row_begin;
-    for (; r + R <= row_end; r += R) tokens_of_rows<Tile, R, T>(task, r);
-    for (; r < row_end; ++r) tokens_of_rows<Tile, 1, T>(task, r);
+        for (int t = 0; t < T; ++t) task.out[(t0 + t) * task.out_stride + r0 + r] = avx2_fold8(acc[r][t]);
 }
 
 struct Q8_0Tile {
     template <int R, int T>
     static void run(const MatmulTask& task, std::size_t r0, std::size_t t0) { q8_0_tile<R, T>(task, r0, t0); }
 };
-template <typename Loader>
-struct FloatTile {
-    template <int R, int T>
-    static void run(const MatmulTask& task, std::size_t r0, std::size_t t0) { float_tile<Loader, R, T>(task, r0, t0); }
-};
-
-template <typename Tile>
-void matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    if (task.n_tokens == 1) walk_rows<Tile, 4, 1>(task, row_begin, row_end);
-    else walk_rows<Tile, 2, 4>(task, row_begin, row_end);
-}
 
 }  // namespace
 
@@ -225,16 +124,8 @@ void round_row_bf16(const float* x, std::uint16_t* y, std::size_t n) {
 }
 
 void q8_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    matmul_rows<Q8_0Tile>(task, row_begin, row_end);
-}
-void f16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    matmul_rows<FloatTile<F16Loader>>(task, row_begin, row_end);
-}
-void bf16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    matmul_rows<FloatTile<BF16Loader>>(task, row_begin, row_end);
-}
-void f32_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    matmul_rows<FloatTile<F32Loader>>(task, row_begin, row_end);
+    if (task.n_tokens == 1) walk_rows<Q8_0Tile, 4, 1>(task, row_begin, row_end);
+    else walk_rows<Q8_0Tile, 2, 4>(task, row_begin, row_end);
 }
 
 }  // namespace ember::kernels::fast::avx2

@@ -1,10 +1,11 @@
 // The AVX-512 variant's attention pieces (AVX-512 flags; see variant_kernels.hpp).
 // Softmax: sixteen lanes, llama.cpp's vector exp, each group's sum folded in F32 and
-// added to a double. Weighted sum: up to four query heads at a time share each loaded
-// value row; each output element accumulates p_j * v_j[d] with one FMA per j, in order.
+// added to a double (ggml_vec_soft_max_f32). Weighted sum: llama.cpp's order over
+// positions (weighted_sum_lanes.hpp), sixteen value elements at a time.
 #include "kernels/fast/avx512_common.hpp"
 #include "kernels/fast/avx512_exp.hpp"
 #include "kernels/fast/variant_kernels.hpp"
+#include "kernels/fast/weighted_sum_lanes.hpp"
 
 namespace ember::kernels::fast::avx512 {
 
@@ -14,63 +15,27 @@ __mmask16 tail_mask(std::size_t count) {
     return count >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << count) - 1u);
 }
 
-struct F32Values {
-    static __m512 load(const std::byte* row, std::size_t d, __mmask16 m) {
-        return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + d);
+// The instructions of weighted_sum_lanes.hpp, sixteen value elements per register.
+struct Avx512Arithmetic {
+    using Vector = __m512;
+    static constexpr std::size_t kWidth = 16;
+    static __m512 zero() { return _mm512_setzero_ps(); }
+    static __m512 set1(float x) { return _mm512_set1_ps(x); }
+    static __m512 fmadd(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
+    static __m512 add(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
+    static void store(float* out, std::size_t count, __m512 v) { _mm512_mask_storeu_ps(out, tail_mask(count), v); }
+    static float round_to_f16(float x) { return _cvtsh_ss(static_cast<unsigned short>(_cvtss_sh(x, 0))); }
+};
+struct F32Values : Avx512Arithmetic {
+    static __m512 load(const std::byte* row, std::size_t d, std::size_t count) {
+        return _mm512_maskz_loadu_ps(tail_mask(count), reinterpret_cast<const float*>(row) + d);
     }
 };
-struct F16Values {
-    static __m512 load(const std::byte* row, std::size_t d, __mmask16 m) {
-        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const std::uint16_t*>(row) + d));
+struct F16Values : Avx512Arithmetic {
+    static __m512 load(const std::byte* row, std::size_t d, std::size_t count) {
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail_mask(count), reinterpret_cast<const std::uint16_t*>(row) + d));
     }
 };
-
-// Heads [h0, h0 + H) and elements [d0, d0 + 16 V) (the last vector masked by `last`).
-template <typename Values, int H, int V>
-void weighted_sum_block(const WeightedSumTask& t, std::size_t h0, std::size_t d0, __mmask16 last) {
-    __m512 acc[H][V];
-    for (int h = 0; h < H; ++h)
-        for (int i = 0; i < V; ++i) acc[h][i] = _mm512_setzero_ps();
-    for (std::size_t j = 0; j < t.n; ++j) {
-        const std::byte* row = t.v + j * t.v_row_bytes;
-        __m512 v[V];
-        for (int i = 0; i < V; ++i) v[i] = Values::load(row, d0 + 16 * i, i == V - 1 ? last : static_cast<__mmask16>(0xFFFF));
-        for (int h = 0; h < H; ++h) {
-            const __m512 p = _mm512_set1_ps(t.p[(h0 + h) * t.p_stride + j]);
-            for (int i = 0; i < V; ++i) acc[h][i] = _mm512_fmadd_ps(p, v[i], acc[h][i]);
-        }
-    }
-    for (int h = 0; h < H; ++h) {
-        float* out = t.out + (h0 + h) * t.out_stride + d0;
-        for (int i = 0; i < V; ++i) _mm512_mask_storeu_ps(out + 16 * i, i == V - 1 ? last : static_cast<__mmask16>(0xFFFF), acc[h][i]);
-    }
-}
-
-template <typename Values, int H>
-void weighted_sum_heads(const WeightedSumTask& t, std::size_t h0) {
-    for (std::size_t d0 = 0; d0 < t.head_dim; d0 += 64) {
-        const std::size_t width = t.head_dim - d0 < 64 ? t.head_dim - d0 : 64;
-        const __mmask16 last = tail_mask(width - (width - 1) / 16 * 16);
-        switch ((width + 15) / 16) {
-            case 1: weighted_sum_block<Values, H, 1>(t, h0, d0, last); break;
-            case 2: weighted_sum_block<Values, H, 2>(t, h0, d0, last); break;
-            case 3: weighted_sum_block<Values, H, 3>(t, h0, d0, last); break;
-            default: weighted_sum_block<Values, H, 4>(t, h0, d0, last); break;
-        }
-    }
-}
-
-template <typename Values>
-void weighted_sum(const WeightedSumTask& t) {
-    std::size_t h = 0;
-    for (; h + 4 <= t.n_heads; h += 4) weighted_sum_heads<Values, 4>(t, h);
-    switch (t.n_heads - h) {
-        case 3: weighted_sum_heads<Values, 3>(t, h); break;
-        case 2: weighted_sum_heads<Values, 2>(t, h); break;
-        case 1: weighted_sum_heads<Values, 1>(t, h); break;
-        default: break;
-    }
-}
 
 }  // namespace
 
@@ -99,7 +64,7 @@ void softmax_row(float* s, std::size_t n, float scale) {
     }
 }
 
-void weighted_sum_f32(const WeightedSumTask& task) { weighted_sum<F32Values>(task); }
-void weighted_sum_f16(const WeightedSumTask& task) { weighted_sum<F16Values>(task); }
+void weighted_sum_f32(const WeightedSumTask& task) { weighted_sum_in_order<F32Values>(task); }
+void weighted_sum_f16(const WeightedSumTask& task) { weighted_sum_in_order<F16Values>(task); }
 
 }  // namespace ember::kernels::fast::avx512

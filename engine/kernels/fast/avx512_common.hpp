@@ -8,6 +8,7 @@
 #include <cstddef>
 
 #include "kernels/fast/kernel_types.hpp"
+#include "kernels/fast/tile_walk.hpp"
 
 namespace ember::kernels::fast {
 namespace {
@@ -22,31 +23,6 @@ inline float avx512_fold8(__m256 v) {
 // Sixteen lanes: lane j + lane j+8 first, then the eight-lane fold.
 inline float avx512_fold16(__m512 v) {
     return avx512_fold8(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
-}
-
-// Walks rows in groups of R and tokens in groups of T (remainders with smaller tiles).
-// Tile::run<R, T>(task, first_row, first_token) computes one tile.
-// The last `count` < T tokens of rows r0.. as one tile of exactly `count` tokens.
-template <typename Tile, int R, int T>
-void avx512_token_remainder(const MatmulTask& task, std::size_t r0, std::size_t t0, std::size_t count) {
-    if constexpr (T > 0) {
-        if (count == T) Tile::template run<R, T>(task, r0, t0);
-        else avx512_token_remainder<Tile, R, T - 1>(task, r0, t0, count);
-    }
-}
-
-template <typename Tile, int R, int T>
-void avx512_tokens_of_rows(const MatmulTask& task, std::size_t r0) {
-    std::size_t t = 0;
-    for (; t + T <= task.n_tokens; t += T) Tile::template run<R, T>(task, r0, t);
-    if (t < task.n_tokens) avx512_token_remainder<Tile, R, T - 1>(task, r0, t, task.n_tokens - t);
-}
-
-template <typename Tile, int R, int T>
-void avx512_walk_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    std::size_t r = row_begin;
-    for (; r + R <= row_end; r += R) avx512_tokens_of_rows<Tile, R, T>(task, r);
-    for (; r < row_end; ++r) avx512_tokens_of_rows<Tile, 1, T>(task, r);
 }
 
 }  // namespace

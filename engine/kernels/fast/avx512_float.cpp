@@ -2,83 +2,79 @@
 // -mavx512f -mavx512bw -mavx512vl -mavx512dq on top of the AVX2 flags; see
 // variant_kernels.hpp for the rules of a variant translation unit).
 //
-// Each output (row, token) owns one 16-lane FMA accumulator; element k goes to lane
-// k % 16 (the tail is zero-padded with masked loads), folded by avx512_fold16. Tiles of
-// R rows x T tokens reuse every loaded weight vector T times and every activation vector
-// R times without changing any output's sequence of operations.
+// The products follow llama.cpp's two summation orders (avx512_float_tiles.hpp). BF16
+// here is for CPUs without AVX512_BF16: vdpbf16ps is emulated exactly (pairs odd
+// element first, DAZ inputs, FTZ results) with two FMAs per lane.
 #include "kernels/fast/intrinsics.hpp"
 
-#include "kernels/fast/avx512_common.hpp"
-#include "kernels/fast/prefetch.hpp"
+#include "kernels/fast/avx512_float_tiles.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 
 namespace ember::kernels::fast::avx512 {
 
 namespace {
 
-struct F16Loader {
-    using Element = std::uint16_t;
-    static __m512 load(const Element* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-    static __m512 load_tail(const Element* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
-};
-struct BF16Loader {
-    using Element = std::uint16_t;
-    static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
-    static __m512 load(const Element* p) { return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-    static __m512 load_tail(const Element* p, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p)); }
-};
-struct F32Loader {
+__mmask16 partial_mask(std::size_t count) { return static_cast<__mmask16>((1u << count) - 1u); }
+
+// (acc0 + acc2) + (acc1 + acc3), reduced
+float combine_four_vectors(const __m512* acc) {
+    return avx512_fold16(_mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3])));
+}
+
+struct F32Policy : Avx512Lanes {
     using Element = float;
-    static __m512 load(const Element* p) { return _mm512_loadu_ps(p); }
-    static __m512 load_tail(const Element* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
-};
-
-template <typename Loader>
-struct FloatTile {
-    template <int R, int T>
-    static void run(const MatmulTask& task, std::size_t r0, std::size_t t0) {
-        using Element = typename Loader::Element;
-        const Element* w[R];
-        const Element* a[T];
-        for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Element*>(task.weights + (r0 + r) * task.weight_row_bytes);
-        for (int t = 0; t < T; ++t) a[t] = reinterpret_cast<const Element*>(task.acts + (t0 + t) * task.act_row_bytes);
-        __m512 acc[R][T];
-        for (int r = 0; r < R; ++r)
-            for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-
-        const std::size_t n = task.cols;
-        const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, n / 16);
-        std::size_t k = 0;
-        for (; k + 16 <= n; k += 16) {
-            prefetch(k / 16);
-            __m512 wv[R];
-            for (int r = 0; r < R; ++r) wv[r] = Loader::load(w[r] + k);
-            for (int t = 0; t < T; ++t) {
-                const __m512 av = Loader::load(a[t] + k);
-                for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], av, acc[r][t]);
-            }
-        }
-        if (k < n) {
-            const __mmask16 m = static_cast<__mmask16>((1u << (n - k)) - 1u);
-            __m512 wv[R];
-            for (int r = 0; r < R; ++r) wv[r] = Loader::load_tail(w[r] + k, m);
-            for (int t = 0; t < T; ++t) {
-                const __m512 av = Loader::load_tail(a[t] + k, m);
-                for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], av, acc[r][t]);
-            }
-        }
-        for (int r = 0; r < R; ++r)
-            for (int t = 0; t < T; ++t) task.out[(t0 + t) * task.out_stride + r0 + r] = avx512_fold16(acc[r][t]);
+    using Vector = __m512;
+    static constexpr std::size_t kChunk = 16;
+    static __m512 load(const float* p) { return _mm512_loadu_ps(p); }
+    static __m512 load_partial(const float* p, std::size_t count) { return _mm512_maskz_loadu_ps(partial_mask(count), p); }
+    static __m512 accumulate(__m512 acc, __m512 w, __m512 a) { return _mm512_fmadd_ps(w, a, acc); }
+    static float finish_vec_dot(const __m512* acc, const float* w, const float* a, std::size_t tail) {
+        return f32_dot_tail(combine_four_vectors(acc), w, a, tail);
     }
 };
 
-template <typename Tile>
-void matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    // Matrix-vector: four rows of 2048 F16 values are 16 KB, so a tile and the next one
-    // being prefetched fit in L1 together.
-    if (task.n_tokens == 1) avx512_walk_rows<Tile, 4, 1>(task, row_begin, row_end);
-    else avx512_walk_rows<Tile, 4, 4>(task, row_begin, row_end);
+float half_value(std::uint16_t h) { return _cvtsh_ss(h); }
+
+struct F16Policy : Avx512Lanes {
+    using Element = std::uint16_t;
+    using Vector = __m512;
+    static constexpr std::size_t kChunk = 16;
+    static __m512 load(const Element* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+    static __m512 load_partial(const Element* p, std::size_t count) {
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(partial_mask(count), p));
+    }
+    static __m512 accumulate(__m512 acc, __m512 w, __m512 a) { return _mm512_fmadd_ps(w, a, acc); }
+    static float finish_vec_dot(const __m512* acc, const Element* w, const Element* a, std::size_t tail) {
+        return static_cast<float>(half_dot_tail(static_cast<double>(combine_four_vectors(acc)), w, a, tail, half_value));
+    }
+};
+
+// Subnormal lanes -> zero of the same sign.
+__m512i flush_subnormals(__m512i v) {
+    const __mmask16 normal = _mm512_test_epi32_mask(v, _mm512_set1_epi32(0x7F800000));
+    return _mm512_mask_blend_epi32(normal, _mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0x80000000u))), v);
 }
+
+// vdpbf16ps: lane j += w[2j+1] * a[2j+1], then += w[2j] * a[2j] (float_sums.hpp).
+struct BF16EmulatedPolicy : Avx512Lanes {
+    using Element = std::uint16_t;
+    using Vector = __m512i;
+    static constexpr std::size_t kChunk = 32;
+    static __m512i load(const Element* p) { return avx512_load_bf16_pairs(p); }
+    static __m512i load_partial(const Element* p, std::size_t count) { return avx512_load_bf16_pairs_partial(p, count); }
+    static __m512 accumulate(__m512 acc, __m512i w, __m512i a) {
+        const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+        const __m512 w_odd = _mm512_castsi512_ps(flush_subnormals(_mm512_and_si512(w, high)));
+        const __m512 a_odd = _mm512_castsi512_ps(flush_subnormals(_mm512_and_si512(a, high)));
+        const __m512 w_even = _mm512_castsi512_ps(flush_subnormals(_mm512_slli_epi32(w, 16)));
+        const __m512 a_even = _mm512_castsi512_ps(flush_subnormals(_mm512_slli_epi32(a, 16)));
+        acc = _mm512_castsi512_ps(flush_subnormals(_mm512_castps_si512(_mm512_fmadd_ps(w_odd, a_odd, acc))));
+        return _mm512_castsi512_ps(flush_subnormals(_mm512_castps_si512(_mm512_fmadd_ps(w_even, a_even, acc))));
+    }
+    static float finish_vec_dot(const __m512* acc, const Element* w, const Element* a, std::size_t tail) {
+        return avx512_finish_bf16_vec_dot(acc, w, a, tail);
+    }
+};
 
 // x86 runtime Q8_0 quantization of 16 values with the block's multiplier: cvtps2dq
 // rounds half to even (NaN and out-of-range give INT32_MIN), vpmovsdb saturates.
@@ -132,13 +128,13 @@ void round_row_bf16(const float* x, std::uint16_t* y, std::size_t n) {
 }
 
 void f16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    matmul_rows<FloatTile<F16Loader>>(task, row_begin, row_end);
+    avx512_float_matmul_rows<F16Policy>(task, row_begin, row_end);
 }
 void bf16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    matmul_rows<FloatTile<BF16Loader>>(task, row_begin, row_end);
+    avx512_float_matmul_rows<BF16EmulatedPolicy>(task, row_begin, row_end);
 }
 void f32_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    matmul_rows<FloatTile<F32Loader>>(task, row_begin, row_end);
+    avx512_float_matmul_rows<F32Policy>(task, row_begin, row_end);
 }
 
 }  // namespace ember::kernels::fast::avx512

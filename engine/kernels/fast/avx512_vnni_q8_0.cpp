@@ -131,7 +131,7 @@ void q8_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t
         for (; r < row_end; ++r) Q8_0Tile::run<1, 1>(task, r, 0);
         return;
     }
-    avx512_walk_rows<Q8_0Tile, 4, 6>(task, row_begin, row_end);
+    walk_rows<Q8_0Tile, 4, 6>(task, row_begin, row_end);
 }
 
 }  // namespace ember::kernels::fast::avx512_vnni

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "common/error.hpp"
 #include "kernels/fast/aligned_buffer.hpp"
 #include "kernels/fast/attention.hpp"
@@ -30,7 +32,10 @@ void grow(AlignedBuffer& buffer, std::size_t bytes) {
 
 class FastBackend final : public Backend {
 public:
-    explicit FastBackend(const KernelSet& kernels) : k_(kernels), pool_(ThreadPool::callers()) {}
+    // Builds llama.cpp's GELU table now (once per process), not in the first evaluation.
+    explicit FastBackend(const KernelSet& kernels) : k_(kernels), pool_(ThreadPool::callers()) {
+        reference::gelu_f16_table_values();
+    }
 
     std::string_view route() const override { return "fast"; }
     std::string_view variant() const override { return k_.description; }
@@ -39,11 +44,12 @@ public:
         switch (kernel) {
             case KernelId::Matmul: return matmul_kernel(weight_type);
             case KernelId::RmsNorm: return "fast.rms_norm";
-            case KernelId::Attention: return "fast.attention.f32_kv";
+            case KernelId::StoreKv: return "fast.store_kv";
+            case KernelId::Attention: return "fast.attention";
             case KernelId::Swiglu: return "fast.swiglu";
             case KernelId::GetRows: return "reference.get_rows";
             case KernelId::Rope: return "reference.rope";
-            case KernelId::Geglu: return "reference.geglu_f16_table";
+            case KernelId::Geglu: return "fast.geglu_f16_table";
             case KernelId::Gelu: return "reference.gelu_f16_table";
             case KernelId::Add: return "reference.add";
             case KernelId::Mul: return "reference.mul";
@@ -54,12 +60,17 @@ public:
         return "fast";
     }
 
-    void reserve(std::size_t max_tokens, std::size_t max_context, std::size_t max_heads, std::size_t max_head_dim) override {
+    void reserve(const ScratchLimits& limits) override {
+        // Converted activations: the widest input in the widest conversion (F16/BF16 take
+        // 2 bytes a value, Q8_0 34 per 32).
+        grow(activations_, std::max(activation_workspace_bytes(gguf::GgmlType::F16, limits.max_matmul_cols, limits.max_tokens),
+                                    activation_workspace_bytes(gguf::GgmlType::Q8_0, limits.max_matmul_cols / kQ8_0BlockSize *
+                                                                                         kQ8_0BlockSize, limits.max_tokens)));
         // Attention: per thread, the scores of one KV head's query heads (at most all
         // heads) and their F16-rounded queries.
-        const AttentionShape widest{max_heads, 1, max_head_dim, 1.0f, 0};
-        grow(attention_scratch_, attention_workspace_bytes(pool_.threads(), widest, max_context));
-        max_tokens_ = max_tokens;
+        const AttentionShape widest{limits.max_heads, 1, limits.max_head_dim, 1.0f, 0};
+        grow(attention_scratch_, attention_workspace_bytes(pool_.threads(), widest, limits.max_context));
+        max_tokens_ = limits.max_tokens;
     }
 
     void get_rows(const WeightMatrix& table, std::span<const std::int32_t> ids, Rows out) override {
@@ -83,13 +94,21 @@ public:
         reference::rope(x, first_position, params);
     }
 
-    void attention(ConstRows q, ConstRows keys, ConstRows values, std::size_t first_position, const AttentionParams& params,
+    void store_kv(ConstRows x, KvRows dst) override {
+        if (x.rows != dst.rows || x.cols != dst.cols) {
+            throw Error(fmt::format("store_kv: [{} x {}] into {} cached rows of {}", x.rows, x.cols, dst.rows, dst.cols));
+        }
+        fast::store_kv(k_, pool_, x.data, x.stride, x.rows, x.cols, dst.type, dst.data, dst.row_bytes);
+    }
+
+    void attention(ConstRows q, ConstKvRows keys, ConstKvRows values, std::size_t first_position, const AttentionParams& params,
                    Rows out) override {
-        if (keys.stride != values.stride) throw Error("attention: keys and values with different row strides");
+        if (keys.row_bytes != values.row_bytes || keys.type != values.type) {
+            throw Error("attention: keys and values with different row strides or types");
+        }
         const AttentionShape shape{params.n_head, params.n_head_kv, params.head_dim, params.scale, params.window};
         grow(attention_scratch_, attention_workspace_bytes(pool_.threads(), shape, keys.rows));
-        const KvCacheView kv{KvType::f32, reinterpret_cast<const std::byte*>(keys.data),
-                             reinterpret_cast<const std::byte*>(values.data), keys.stride * sizeof(float), keys.rows};
+        const KvCacheView kv{keys.type, keys.data, values.data, keys.row_bytes, keys.rows};
         fast::attention(k_, pool_, q.data, q.stride, q.rows, kv, first_position, shape, out.data, out.stride,
                         attention_scratch_.span());
     }
@@ -97,7 +116,9 @@ public:
     void swiglu(ConstRows gate, ConstRows up, Rows out) override {
         fast::swiglu(k_, pool_, gate.data, gate.stride, up.data, up.stride, out.data, out.stride, out.rows, out.cols);
     }
-    void geglu(ConstRows gate, ConstRows up, Rows out) override { reference::geglu(gate, up, out); }
+    void geglu(ConstRows gate, ConstRows up, Rows out) override {
+        fast::geglu(k_, pool_, gate.data, gate.stride, up.data, up.stride, out.data, out.stride, out.rows, out.cols);
+    }
     void gelu(ConstRows x, Rows out) override { reference::gelu(x, out); }
     void add(ConstRows a, ConstRows b, Rows out) override { reference::add(a, b, out); }
     void mul(ConstRows a, ConstRows b, Rows out) override { reference::mul(a, b, out); }

@@ -23,6 +23,7 @@ KernelSet scalar_set() {
     k.bf16_matmul_rows = scalar::bf16_matmul_rows;
     k.f32_matmul_rows = scalar::f32_matmul_rows;
     k.swiglu_row = scalar::swiglu_row;
+    k.geglu_row = scalar::geglu_row;
     k.softmax_row = scalar::softmax_row;
     k.weighted_sum_f32 = scalar::weighted_sum_f32;
     k.weighted_sum_f16 = scalar::weighted_sum_f16;
@@ -41,6 +42,7 @@ KernelSet avx2_set() {
     k.bf16_matmul_rows = avx2::bf16_matmul_rows;
     k.f32_matmul_rows = avx2::f32_matmul_rows;
     k.swiglu_row = avx2::swiglu_row;
+    k.geglu_row = avx2::geglu_row;
     k.softmax_row = avx2::softmax_row;
     k.weighted_sum_f32 = avx2::weighted_sum_f32;
     k.weighted_sum_f16 = avx2::weighted_sum_f16;
@@ -59,6 +61,7 @@ KernelSet avx512_set(const CpuFeatures& f) {
     k.bf16_matmul_rows = avx512::bf16_matmul_rows;
     k.f32_matmul_rows = avx512::f32_matmul_rows;
     k.swiglu_row = avx512::swiglu_row;
+    k.geglu_row = avx512::geglu_row;
     k.softmax_row = avx512::softmax_row;
     k.weighted_sum_f32 = avx512::weighted_sum_f32;
     k.weighted_sum_f16 = avx512::weighted_sum_f16;

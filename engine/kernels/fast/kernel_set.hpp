@@ -45,6 +45,10 @@ struct KernelSet {
     // llama.cpp's vector exp (vector_exp.hpp), the rest the C library's expf, as
     // llama.cpp's AVX-512 build does; bit-identical across variants.
     void (*swiglu_row)(const float* gate, const float* up, float* out, std::size_t n) = nullptr;
+    // out = gelu(gate) * up through llama.cpp's F16 GELU table (`table`: 65536 F32
+    // values indexed by the F16 bits of the input; gate <= -10 gives 0, gate >= 10 gives
+    // gate * up), as ggml_vec_geglu_f32; bit-identical across variants.
+    void (*geglu_row)(const float* gate, const float* up, float* out, std::size_t n, const float* table) = nullptr;
 
     // ---- attention pieces (attention.hpp puts them together)
     // In place over one row of n scores: s *= scale; p = exp(s - max) / sum, with the

@@ -18,6 +18,17 @@ struct BlockQ8_0 {
 };
 static_assert(sizeof(BlockQ8_0) == 34 && alignof(BlockQ8_0) == 2, "block_q8_0 is 34 bytes, packed");
 
+// The order in which an F32, F16 or BF16 product sums its terms: llama.cpp's two
+// (docs/fast-path.md "Summation orders"; Q8_0 products have a single order).
+//   vec_dot  ggml_vec_dot_f32/f16/bf16: 64-element blocks into four 16-lane accumulators
+//            (BF16: two, of 32-element pairs), combined and reduced, the tail element by
+//            element (F32 in float, F16/BF16 in double). Decode, and prefill shapes
+//            tinyBLAS refuses.
+//   tiled    llamafile's tinyBLAS: one 16-lane accumulator per output (BF16: vdpbf16ps
+//            over 32-element chunks), reduced once. Prefill of 2+ tokens when the
+//            columns are a multiple of 16 (BF16: 32) and the rows of 4.
+enum class SumOrder : std::uint8_t { vec_dot, tiled };
+
 // One matrix product out = W * A for a range of weight rows, all tokens:
 //   out[t * out_stride + r] = dot(W row r, activation row t)
 // Weights are in their stored type; activations are already converted to the type the
@@ -34,16 +45,22 @@ struct MatmulTask {
     std::size_t n_tokens = 0;
     float* out = nullptr;
     std::size_t out_stride = 0;          // floats between consecutive tokens of `out`
+    SumOrder order = SumOrder::vec_dot;  // F32 / F16 / BF16 only
 };
 
 // Computes task rows [row_begin, row_end) for every token. Each output is computed
-// entirely inside one call with a fixed reduction order, so results never depend on how
-// rows are split between calls or threads, nor on n_tokens.
+// entirely inside one call in the task's order, so results never depend on how rows are
+// split between calls or threads, nor on n_tokens.
 using MatmulRowsFn = void (*)(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 
 // out[h * out_stride + d] = sum over j < n of p[h * p_stride + j] * v_j[d], for heads
 // h < n_heads and d < head_dim; v_j starts at v + j * v_row_bytes (F32 or F16 values).
-// The weighted sum of values in attention, for query heads that share one KV head.
+// The weighted sum of values in attention, for query heads that share one KV head, summed
+// as llama.cpp's product of the transposed values and the probabilities: over positions,
+// position first_position + j in lane (first_position + j) mod 16 (tiled) or in
+// accumulator and lane (first_position + j) mod 64 (vec_dot; positions llama.cpp pads
+// with zero probabilities add nothing). With round_p_to_f16 each p is rounded to F16
+// first (llama.cpp converts P for an F16 cache).
 struct WeightedSumTask {
     const float* p = nullptr;
     std::size_t p_stride = 0;
@@ -54,6 +71,9 @@ struct WeightedSumTask {
     std::size_t head_dim = 0;
     float* out = nullptr;
     std::size_t out_stride = 0;
+    std::size_t first_position = 0;
+    SumOrder order = SumOrder::vec_dot;
+    bool round_p_to_f16 = false;
 };
 
 using WeightedSumFn = void (*)(const WeightedSumTask& task);

@@ -49,6 +49,11 @@ std::size_t conversion_grain(std::size_t cols) { return std::max<std::size_t>(1,
 
 }  // namespace
 
+SumOrder sum_order(GgmlType weight_type, std::size_t n_tokens, std::size_t rows, std::size_t cols) {
+    const std::size_t chunk = weight_type == GgmlType::BF16 ? 32 : 16;
+    return n_tokens >= 2 && cols % chunk == 0 && rows % 4 == 0 ? SumOrder::tiled : SumOrder::vec_dot;
+}
+
 bool has_matmul(GgmlType type) {
     return type == GgmlType::Q8_0 || type == GgmlType::F16 || type == GgmlType::BF16 || type == GgmlType::F32;
 }
@@ -106,7 +111,8 @@ void matmul(const KernelSet& k, ThreadPool& pool, const WeightMatrix& w, const C
         throw Error(fmt::format("matmul: {} rows of {} columns need {} bytes each, the weight has {}",
                                 gguf::type_name(w.type), w.cols, packed_row_bytes(w.type, w.cols), w.row_bytes));
     }
-    const MatmulTask task{w.data, w.row_bytes, w.cols, x.data, x.row_bytes, x.n_tokens, y, y_stride ? y_stride : w.rows};
+    const MatmulTask task{w.data, w.row_bytes, w.cols, x.data, x.row_bytes, x.n_tokens, y, y_stride ? y_stride : w.rows,
+                          sum_order(w.type, x.n_tokens, w.rows, w.cols)};
     const std::size_t groups = (w.rows + kRowGroup - 1) / kRowGroup;
     // About eight chunks per thread: small enough to balance, large enough to stream.
     const std::size_t grain = std::max<std::size_t>(1, groups / (8 * static_cast<std::size_t>(pool.threads())));
@@ -125,7 +131,7 @@ namespace {
 float single_dot(MatmulRowsFn fn, const void* w, const void* a, std::size_t row_bytes, std::size_t cols) {
     float result = 0.0f;
     const MatmulTask task{static_cast<const std::byte*>(w), row_bytes, cols, static_cast<const std::byte*>(a), row_bytes,
-                          1, &result, 1};
+                          1, &result, 1, SumOrder::vec_dot};
     fn(task, 0, 1);
     return result;
 }

@@ -8,7 +8,8 @@
 //   BF16 weights -> activations rounded to BF16 (model-math §2.1)
 //   F32 weights  -> activations used as they are (no copy)
 // The converted rows live in a caller-provided workspace, so a product allocates
-// nothing. Results do not depend on the thread count or on n_tokens (docs/fast-path.md).
+// nothing. Results do not depend on the thread count; they depend on n_tokens only
+// through the summation order, as in llama.cpp (sum_order below, docs/fast-path.md).
 #pragma once
 
 #include <cstddef>
@@ -22,6 +23,12 @@
 #include "kernels/weight.hpp"
 
 namespace ember::kernels::fast {
+
+// The summation order llama.cpp uses for a product of `n_tokens` activation rows with
+// a [rows, cols] weight of `weight_type` (ggml_compute_forward_mul_mat: llamafile's
+// tinyBLAS for 2+ tokens when cols is a multiple of 16 (BF16: 32) and rows of 4, else
+// ggml_vec_dot per output). Q8_0 products have one order whatever this says.
+SumOrder sum_order(gguf::GgmlType weight_type, std::size_t n_tokens, std::size_t rows, std::size_t cols);
 
 // Whether the fast route has a product for weights of this type (F32, F16, BF16, Q8_0).
 bool has_matmul(gguf::GgmlType weight_type);
@@ -48,8 +55,8 @@ ConvertedActivations convert_activations(const KernelSet& kernels, ThreadPool& p
                                          const float* x, std::size_t n_tokens, std::size_t cols,
                                          std::span<std::byte> workspace);
 
-// y [x.n_tokens, w.rows]: y[t * y_stride + r] = dot(row r of w, token t of x), with
-// y_stride = w.rows when 0. ember::Error if x was converted for another type or has
+// y [x.n_tokens, w.rows]: y[t * y_stride + r] = dot(row r of w, token t of x) in
+// sum_order(w.type, x.n_tokens, w.rows, w.cols), with y_stride = w.rows when 0. ember::Error if x was converted for another type or has
 // another column count.
 void matmul(const KernelSet& kernels, ThreadPool& pool, const WeightMatrix& w, const ConvertedActivations& x, float* y,
             std::size_t y_stride = 0);
@@ -59,7 +66,7 @@ void matmul(const KernelSet& kernels, ThreadPool& pool, const WeightMatrix& w, c
             float* y, std::span<std::byte> workspace);
 
 // Single dot products of already converted rows (the 1 x 1 case of the products above,
-// bit-identical to them).
+// bit-identical to them: the vec_dot order).
 float q8_0_dot(const KernelSet& kernels, const BlockQ8_0* w, const BlockQ8_0* a, std::size_t n_blocks);
 float f16_dot(const KernelSet& kernels, const std::uint16_t* w, const std::uint16_t* a, std::size_t n);
 float bf16_dot(const KernelSet& kernels, const std::uint16_t* w, const std::uint16_t* a, std::size_t n);

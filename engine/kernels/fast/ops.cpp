@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+
+#include "kernels/reference/kernels.hpp"
 
 namespace ember::kernels::fast {
 
@@ -34,6 +37,27 @@ void swiglu(const KernelSet& k, ThreadPool& pool, const float* gate, std::size_t
             std::size_t up_stride, float* out, std::size_t out_stride, std::size_t rows, std::size_t cols) {
     pool.for_chunks(rows, row_grain(cols), [&](std::size_t r0, std::size_t r1) {
         for (std::size_t r = r0; r < r1; ++r) k.swiglu_row(gate + r * gate_stride, up + r * up_stride, out + r * out_stride, cols);
+    });
+}
+
+void geglu(const KernelSet& k, ThreadPool& pool, const float* gate, std::size_t gate_stride, const float* up,
+           std::size_t up_stride, float* out, std::size_t out_stride, std::size_t rows, std::size_t cols) {
+    const float* table = reference::gelu_f16_table_values();
+    pool.for_chunks(rows, row_grain(cols), [&](std::size_t r0, std::size_t r1) {
+        for (std::size_t r = r0; r < r1; ++r) {
+            k.geglu_row(gate + r * gate_stride, up + r * up_stride, out + r * out_stride, cols, table);
+        }
+    });
+}
+
+void store_kv(const KernelSet& k, ThreadPool& pool, const float* x, std::size_t x_stride, std::size_t rows,
+              std::size_t cols, KvType type, std::byte* dst, std::size_t dst_row_bytes) {
+    pool.for_chunks(rows, row_grain(cols), [&](std::size_t r0, std::size_t r1) {
+        for (std::size_t r = r0; r < r1; ++r) {
+            std::byte* row = dst + r * dst_row_bytes;
+            if (type == KvType::f16) k.round_row_f16(x + r * x_stride, reinterpret_cast<std::uint16_t*>(row), cols);
+            else std::memcpy(row, x + r * x_stride, cols * sizeof(float));
+        }
     });
 }
 

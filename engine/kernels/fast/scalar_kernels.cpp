@@ -1,8 +1,8 @@
 // The portable variant: plain C++ for any CPU, compiled with baseline flags. It follows
 // the same numerics as the SIMD variants (kernel_set.hpp): the Q8_0 recipe of
-// model-math §2.9 with a correctly rounded fmaf per lane, and for the float types eight
-// accumulation lanes (element k goes to lane k % 8, multiply then add) folded by the
-// same tree as the AVX2 variant.
+// model-math §2.9 with a correctly rounded fmaf per lane, and for the float types
+// llama.cpp's two summation orders lane by lane (float_sums.hpp).
+#include "kernels/fast/float_sums.hpp"
 #include "kernels/fast/half_precision.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 
@@ -36,27 +36,82 @@ float q8_0_dot(const BlockQ8_0* w, const BlockQ8_0* a, std::size_t n_blocks) {
     return fold_lanes(lanes);
 }
 
-// The eight-lane float dot over `n` elements, each converted by `load`.
-template <typename Weight, typename Act, typename LoadW, typename LoadA>
-float lane_dot(const Weight* w, const Act* a, std::size_t n, LoadW load_w, LoadA load_a) {
-    float lanes[8] = {};
-    std::size_t k = 0;
-    for (; k + 8 <= n; k += 8) {
-        for (int l = 0; l < 8; ++l) lanes[l] = lanes[l] + load_w(w[k + l]) * load_a(a[k + l]);
-    }
-    for (int l = 0; k + l < n; ++l) lanes[l] = lanes[l] + load_w(w[k + l]) * load_a(a[k + l]);
-    return fold_lanes(lanes);
-}
-
 float identity(float x) { return x; }
 
+// ---- llama.cpp's summation orders (kernel_types.hpp SumOrder, float_sums.hpp) ----
+
+// ggml_vec_dot_f32 / ggml_vec_dot_f16: four 16-lane accumulators over 64-element blocks.
 template <typename Element, typename Load>
-void float_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end, Load load) {
+float four_accumulators(const Element* w, const Element* a, std::size_t n_blocks, Load load) {
+    float acc[4][16] = {};
+    for (std::size_t b = 0; b < n_blocks; ++b) {
+        for (int q = 0; q < 4; ++q) {
+            for (int l = 0; l < 16; ++l) {
+                const std::size_t i = 64 * b + 16 * q + l;
+                acc[q][l] = __builtin_fmaf(load(w[i]), load(a[i]), acc[q][l]);
+            }
+        }
+    }
+    return combine_four(acc);
+}
+
+float f32_vec_dot(const float* w, const float* a, std::size_t n) {
+    const std::size_t blocked = n - n % 64;
+    return f32_dot_tail(four_accumulators(w, a, blocked / 64, identity), w + blocked, a + blocked, n - blocked);
+}
+
+float f16_vec_dot(const std::uint16_t* w, const std::uint16_t* a, std::size_t n) {
+    const std::size_t blocked = n - n % 64;
+    const double sum = four_accumulators(w, a, blocked / 64, fp16_to_fp32);
+    return static_cast<float>(half_dot_tail(sum, w + blocked, a + blocked, n - blocked, fp16_to_fp32));
+}
+
+// ggml_vec_dot_bf16 (AVX512_BF16): per 64-element block, the first 32 into one
+// accumulator and the next 32 into another, by pairs (vdpbf16ps).
+float bf16_vec_dot(const std::uint16_t* w, const std::uint16_t* a, std::size_t n) {
+    float acc[2][16] = {};
+    const std::size_t blocked = n - n % 64;
+    for (std::size_t i = 0; i < blocked; i += 32) {
+        float* lanes = acc[(i / 32) % 2];
+        for (int l = 0; l < 16; ++l) lanes[l] = dpbf16_lane(lanes[l], w + i + 2 * l, a + i + 2 * l);
+    }
+    double sum = 0.0 + static_cast<double>(reduce16(acc[0]));
+    sum += static_cast<double>(reduce16(acc[1]));
+    return static_cast<float>(half_dot_tail(sum, w + blocked, a + blocked, n - blocked, bf16_value));
+}
+
+// tinyBLAS F32 / F16: one 16-lane accumulator, element k in lane k % 16.
+template <typename Element, typename Load>
+float tiled_dot(const Element* w, const Element* a, std::size_t n, Load load) {
+    float lanes[16] = {};
+    for (std::size_t i = 0; i < n; ++i) lanes[i % 16] = __builtin_fmaf(load(w[i]), load(a[i]), lanes[i % 16]);
+    return reduce16(lanes);
+}
+float f16_tiled_dot(const std::uint16_t* w, const std::uint16_t* a, std::size_t n) { return tiled_dot(w, a, n, fp16_to_fp32); }
+float f32_tiled_dot(const float* w, const float* a, std::size_t n) { return tiled_dot(w, a, n, identity); }
+
+// tinyBLAS BF16 (AVX512_BF16): one accumulator of pairs over 32-element chunks.
+float bf16_tiled_dot(const std::uint16_t* w, const std::uint16_t* a, std::size_t n) {
+    float lanes[16] = {};
+    std::size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        for (int l = 0; l < 16; ++l) lanes[l] = dpbf16_lane(lanes[l], w + i + 2 * l, a + i + 2 * l);
+    }
+    if (i < n) {  // a partial chunk, zero-padded
+        std::uint16_t wp[32] = {}, ap[32] = {};
+        for (std::size_t j = 0; i + j < n; ++j) wp[j] = w[i + j], ap[j] = a[i + j];
+        for (int l = 0; l < 16; ++l) lanes[l] = dpbf16_lane(lanes[l], wp + 2 * l, ap + 2 * l);
+    }
+    return reduce16(lanes);
+}
+
+template <typename Element, typename Dot>
+void float_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end, Dot dot) {
     for (std::size_t r = row_begin; r < row_end; ++r) {
         const auto* w = reinterpret_cast<const Element*>(task.weights + r * task.weight_row_bytes);
         for (std::size_t t = 0; t < task.n_tokens; ++t) {
             const auto* a = reinterpret_cast<const Element*>(task.acts + t * task.act_row_bytes);
-            task.out[t * task.out_stride + r] = lane_dot(w, a, task.cols, load, load);
+            task.out[t * task.out_stride + r] = dot(w, a, task.cols);
         }
     }
 }
@@ -100,15 +155,18 @@ void q8_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t
 }
 
 void f16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    float_matmul_rows<std::uint16_t>(task, row_begin, row_end, fp16_to_fp32);
+    if (task.order == SumOrder::tiled) float_matmul_rows<std::uint16_t>(task, row_begin, row_end, f16_tiled_dot);
+    else float_matmul_rows<std::uint16_t>(task, row_begin, row_end, f16_vec_dot);
 }
 
 void bf16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    float_matmul_rows<std::uint16_t>(task, row_begin, row_end, bf16_to_fp32);
+    if (task.order == SumOrder::tiled) float_matmul_rows<std::uint16_t>(task, row_begin, row_end, bf16_tiled_dot);
+    else float_matmul_rows<std::uint16_t>(task, row_begin, row_end, bf16_vec_dot);
 }
 
 void f32_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    float_matmul_rows<float>(task, row_begin, row_end, identity);
+    if (task.order == SumOrder::tiled) float_matmul_rows<float>(task, row_begin, row_end, f32_tiled_dot);
+    else float_matmul_rows<float>(task, row_begin, row_end, f32_vec_dot);
 }
 
 }  // namespace ember::kernels::fast::scalar

@@ -24,7 +24,9 @@ void f16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t 
 void bf16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void f32_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void swiglu_row(const float* gate, const float* up, float* out, std::size_t n);
+void geglu_row(const float* gate, const float* up, float* out, std::size_t n, const float* table);
 void softmax_row(float* scores, std::size_t n, float scale);
+
 void weighted_sum_f32(const WeightedSumTask& task);
 void weighted_sum_f16(const WeightedSumTask& task);
 }  // namespace scalar
@@ -38,7 +40,9 @@ void f16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t 
 void bf16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void f32_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void swiglu_row(const float* gate, const float* up, float* out, std::size_t n);
+void geglu_row(const float* gate, const float* up, float* out, std::size_t n, const float* table);
 void softmax_row(float* scores, std::size_t n, float scale);
+
 void weighted_sum_f32(const WeightedSumTask& task);
 void weighted_sum_f16(const WeightedSumTask& task);
 }  // namespace avx2
@@ -51,7 +55,9 @@ void f16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t 
 void bf16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void f32_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void swiglu_row(const float* gate, const float* up, float* out, std::size_t n);
+void geglu_row(const float* gate, const float* up, float* out, std::size_t n, const float* table);
 void softmax_row(float* scores, std::size_t n, float scale);
+
 void weighted_sum_f32(const WeightedSumTask& task);
 void weighted_sum_f16(const WeightedSumTask& task);
 }  // namespace avx512

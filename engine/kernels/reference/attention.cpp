@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
+#include "kernels/reference/float_formats.hpp"
 #include "kernels/reference/kernels.hpp"
 
 namespace ember::kernels::reference {
@@ -18,13 +20,41 @@ std::size_t first_visible(std::size_t position, std::size_t window) {
     return (window == 0 || position < window) ? 0 : position - window + 1;
 }
 
-double dot(const float* a, const float* b, std::size_t n) {
+// Element i of a cached row of `type`, as F32.
+float cached_value(KvType type, const std::byte* row, std::size_t i) {
+    if (type == KvType::f16) {
+        std::uint16_t h;
+        std::memcpy(&h, row + 2 * i, 2);
+        return fp16_to_f32(h);
+    }
+    float f;
+    std::memcpy(&f, row + 4 * i, 4);
+    return f;
+}
+
+// q . (cached row from element `offset`), n elements, in double.
+double dot(const float* q, ConstKvRows cache, std::size_t row, std::size_t offset, std::size_t n) {
     double sum = 0.0;
-    for (std::size_t i = 0; i < n; ++i) sum += static_cast<double>(a[i]) * b[i];
+    for (std::size_t i = 0; i < n; ++i) sum += static_cast<double>(q[i]) * cached_value(cache.type, cache.row(row), offset + i);
     return sum;
 }
 
 }  // namespace
+
+void store_kv(ConstRows x, KvRows dst) {
+    assert(x.rows == dst.rows && x.cols == dst.cols);
+    for (std::size_t t = 0; t < x.rows; ++t) {
+        std::byte* row = dst.data + t * dst.row_bytes;
+        for (std::size_t c = 0; c < x.cols; ++c) {
+            if (dst.type == KvType::f16) {
+                const std::uint16_t h = f32_to_fp16(x.row(t)[c]);
+                std::memcpy(row + 2 * c, &h, 2);
+            } else {
+                std::memcpy(row + 4 * c, x.row(t) + c, 4);
+            }
+        }
+    }
+}
 
 // q: [T, n_head * D], keys/values: [n_kv, n_head_kv * D], out: [T, n_head * D].
 // For query t (at position p = first_position + t) and head h, reading KV head
@@ -32,12 +62,12 @@ double dot(const float* a, const float* b, std::size_t n) {
 //   s_j = scale * q.k_j for visible j (masked keys contribute exactly 0 and are skipped)
 //   p_j = exp(s_j - max s) / sum_j exp(s_j - max s)     (sum in double)
 //   out = sum_j p_j v_j                                 (sum in double)
-void attention(ConstRows q, ConstRows keys, ConstRows values, std::size_t first_position,
+void attention(ConstRows q, ConstKvRows keys, ConstKvRows values, std::size_t first_position,
                const AttentionParams& params, std::span<float> scores, std::span<double> sums, Rows out) {
     const std::size_t D = params.head_dim;
     const std::size_t n_kv = keys.rows;
     assert(q.cols == params.n_head * D && out.cols == q.cols && out.rows == q.rows);
-    assert(keys.cols == params.n_head_kv * D && values.cols == keys.cols && values.rows == n_kv);
+    assert(keys.cols == params.n_head_kv * D && values.cols == keys.cols && values.rows == n_kv && values.type == keys.type);
     assert(first_position + q.rows <= n_kv);
     assert(scores.size() >= params.n_head * n_kv && sums.size() >= params.n_head * D);
     const std::size_t group = params.n_head / params.n_head_kv;
@@ -54,7 +84,7 @@ void attention(ConstRows q, ConstRows keys, ConstRows values, std::size_t first_
 
             float max_score = -std::numeric_limits<float>::infinity();
             for (std::size_t j = begin; j < end; ++j) {
-                s[j] = static_cast<float>(dot(qh, keys.row(j) + kv_head * D, D)) * params.scale;
+                s[j] = static_cast<float>(dot(qh, keys, j, kv_head * D, D)) * params.scale;
                 max_score = std::max(max_score, s[j]);
             }
             double total = 0.0;
@@ -67,8 +97,9 @@ void attention(ConstRows q, ConstRows keys, ConstRows values, std::size_t first_
             std::fill(acc, acc + D, 0.0);
             for (std::size_t j = begin; j < end; ++j) {
                 const float p = s[j] * inverse_total;
-                const float* vj = values.row(j) + kv_head * D;
-                for (std::size_t d = 0; d < D; ++d) acc[d] += static_cast<double>(p) * vj[d];
+                for (std::size_t d = 0; d < D; ++d) {
+                    acc[d] += static_cast<double>(p) * cached_value(values.type, values.row(j), kv_head * D + d);
+                }
             }
             float* oh = out.row(t) + h * D;
             for (std::size_t d = 0; d < D; ++d) oh[d] = static_cast<float>(acc[d]);

@@ -66,6 +66,8 @@ float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 }  // namespace
 
+const float* gelu_f16_table_values() { return gelu_table().values.data(); }
+
 float gelu_f16_table(float x) {
     if (x <= -10.0f) return 0.0f;
     if (x >= 10.0f) return x;
@@ -95,8 +97,9 @@ void swiglu(ConstRows gate, ConstRows up, Rows out) {
     binary(gate, up, out, [](float g, float u) { return silu(g) * u; });
 }
 
+// ggml_vec_geglu_f32: exactly 0 (not 0 * up) below -10.
 void geglu(ConstRows gate, ConstRows up, Rows out) {
-    binary(gate, up, out, [](float g, float u) { return gelu_f16_table(g) * u; });
+    binary(gate, up, out, [](float g, float u) { return g <= -10.0f ? 0.0f : gelu_f16_table(g) * u; });
 }
 
 void gelu(ConstRows x, Rows out) { unary(x, out, gelu_f16_table); }

@@ -24,12 +24,19 @@ void matmul(ConstRows x, const WeightMatrix& w, Rows y);
 void rms_norm(ConstRows x, std::span<const float> weight, float eps, Rows y);
 void rope(Rows x, std::size_t first_position, const RopeParams& params);
 
+// x [T, dst.cols] into T cached rows of dst's type (F16: rounded to nearest even).
+void store_kv(ConstRows x, KvRows dst);
+
 // scores: at least n_head * keys.rows floats; sums: at least n_head * head_dim doubles.
-void attention(ConstRows q, ConstRows keys, ConstRows values, std::size_t first_position,
+// Cached F16 values are used as they are stored (exactly, widened to F32).
+void attention(ConstRows q, ConstKvRows keys, ConstKvRows values, std::size_t first_position,
                const AttentionParams& params, std::span<float> scores, std::span<double> sums, Rows out);
 
 // llama.cpp's tanh-approximation GELU through its F16 table (model-math §3.5).
 float gelu_f16_table(float x);
+// The table itself: 65536 F16 results (widened to F32) indexed by the F16 bits of the
+// input; built on first use, immutable, valid for the whole process.
+const float* gelu_f16_table_values();
 
 void swiglu(ConstRows gate, ConstRows up, Rows out);
 void geglu(ConstRows gate, ConstRows up, Rows out);

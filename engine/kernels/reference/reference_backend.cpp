@@ -29,7 +29,11 @@ std::string_view get_rows_kernel(gguf::GgmlType type) {
 
 class ReferenceBackend final : public Backend {
 public:
+    // Builds llama.cpp's GELU table now (once per process), not in the first evaluation.
+    ReferenceBackend() { gelu_f16_table_values(); }
+
     std::string_view route() const override { return "reference"; }
+    std::string_view variant() const override { return "scalar-reference"; }
 
     std::string_view kernel_name(KernelId kernel, gguf::GgmlType weight_type) const override {
         switch (kernel) {
@@ -37,6 +41,7 @@ public:
             case KernelId::Matmul: return matmul_kernel(weight_type);
             case KernelId::RmsNorm: return "reference.rms_norm";
             case KernelId::Rope: return "reference.rope";
+            case KernelId::StoreKv: return "reference.store_kv";
             case KernelId::Attention: return "reference.attention";
             case KernelId::Swiglu: return "reference.swiglu";
             case KernelId::Geglu: return "reference.geglu_f16_table";
@@ -50,9 +55,9 @@ public:
         return "reference";
     }
 
-    void reserve(std::size_t, std::size_t max_context, std::size_t max_heads, std::size_t max_head_dim) override {
-        grow(scores_, max_heads * max_context);
-        grow(sums_, max_heads * max_head_dim);
+    void reserve(const ScratchLimits& limits) override {
+        grow(scores_, limits.max_heads * limits.max_context);
+        grow(sums_, limits.max_heads * limits.max_head_dim);
     }
 
     void get_rows(const WeightMatrix& table, std::span<const std::int32_t> ids, Rows out) override {
@@ -65,7 +70,8 @@ public:
     void rope(Rows x, std::size_t first_position, const RopeParams& params) override {
         reference::rope(x, first_position, params);
     }
-    void attention(ConstRows q, ConstRows keys, ConstRows values, std::size_t first_position,
+    void store_kv(ConstRows x, KvRows dst) override { reference::store_kv(x, dst); }
+    void attention(ConstRows q, ConstKvRows keys, ConstKvRows values, std::size_t first_position,
                    const AttentionParams& params, Rows out) override {
         // Scratch grows only if the caller did not reserve enough.
         grow(scores_, params.n_head * keys.rows);

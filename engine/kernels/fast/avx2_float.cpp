@@ -1,0 +1,136 @@
+// The AVX2 variant's F32 / F16 / BF16 products (compiled with -mavx2 -mfma -mf16c; see
+// variant_kernels.hpp for the rules of a variant translation unit), in llama.cpp's two
+// summation orders (kernel_types.hpp SumOrder; the tiles are float_tiles.hpp's), the same
+// bits as the AVX-512 variant: its 16-lane accumulators are pairs of 8-lane registers
+// here (lanes 0-7, 8-15), and vdpbf16ps is emulated exactly (float_sums.hpp).
+#include "kernels/fast/intrinsics.hpp"
+
+#include "kernels/fast/avx2_common.hpp"
+#include "kernels/fast/float_sums.hpp"
+#include "kernels/fast/float_tiles.hpp"
+#include "kernels/fast/variant_kernels.hpp"
+
+namespace ember::kernels::fast::avx2 {
+
+namespace {
+
+// Sixteen float lanes.
+struct Lanes16 {
+    __m256 lo, hi;
+};
+
+
+Lanes16 zero_lanes() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+Lanes16 add(Lanes16 a, Lanes16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+Lanes16 fmadd(Lanes16 w, Lanes16 a, Lanes16 acc) { return {_mm256_fmadd_ps(w.lo, a.lo, acc.lo), _mm256_fmadd_ps(w.hi, a.hi, acc.hi)}; }
+// reduce16: lane j + 8 onto j, then the eight-lane fold
+float fold16(Lanes16 v) { return avx2_fold8(_mm256_add_ps(v.hi, v.lo)); }
+float combine_four(const Lanes16* acc) { return fold16(add(add(acc[0], acc[2]), add(acc[1], acc[3]))); }
+
+struct Avx2Lanes {
+    using Accumulator = Lanes16;
+    static Lanes16 zero() { return zero_lanes(); }
+    static float fold(Lanes16 acc) { return fold16(acc); }
+};
+
+// The first `count` elements of p, zero-padded to N.
+template <typename Element, int N>
+struct Padded {
+    alignas(32) Element values[N] = {};
+    Padded(const Element* p, std::size_t count) {
+        for (std::size_t i = 0; i < count; ++i) values[i] = p[i];
+    }
+};
+
+struct F32Policy : Avx2Lanes {
+    using Element = float;
+    using Vector = Lanes16;
+    static constexpr std::size_t kChunk = 16;
+    static Lanes16 load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+    static Lanes16 load_partial(const float* p, std::size_t count) { return load(Padded<float, 16>(p, count).values); }
+    static Lanes16 accumulate(Lanes16 acc, Lanes16 w, Lanes16 a) { return fmadd(w, a, acc); }
+    static float finish_vec_dot(const Lanes16* acc, const float* w, const float* a, std::size_t tail) {
+        return f32_dot_tail(combine_four(acc), w, a, tail);
+    }
+};
+
+float half_value(std::uint16_t h) { return _cvtsh_ss(h); }
+
+struct F16Policy : Avx2Lanes {
+    using Element = std::uint16_t;
+    using Vector = Lanes16;
+    static constexpr std::size_t kChunk = 16;
+    static Lanes16 load(const Element* p) {
+        return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+                _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)))};
+    }
+    static Lanes16 load_partial(const Element* p, std::size_t count) { return load(Padded<Element, 16>(p, count).values); }
+    static Lanes16 accumulate(Lanes16 acc, Lanes16 w, Lanes16 a) { return fmadd(w, a, acc); }
+    static float finish_vec_dot(const Lanes16* acc, const Element* w, const Element* a, std::size_t tail) {
+        return static_cast<float>(half_dot_tail(static_cast<double>(combine_four(acc)), w, a, tail, half_value));
+    }
+};
+
+// Sixteen BF16 pairs: elements 0-15 in `lo` (lanes 0-7), 16-31 in `hi` (lanes 8-15).
+struct Pairs16 {
+    __m256i lo, hi;
+};
+
+// Subnormal lanes -> zero of the same sign.
+__m256 flush_subnormals(__m256i v) {
+    const __m256i subnormal = _mm256_cmpeq_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x7F800000)), _mm256_setzero_si256());
+    const __m256i sign = _mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0x80000000u)));
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(v, sign, subnormal));
+}
+
+// vdpbf16ps on eight lanes: += odd pair products, then += even ones (float_sums.hpp).
+__m256 dpbf16(__m256 acc, __m256i w, __m256i a) {
+    const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+    const __m256 w_odd = flush_subnormals(_mm256_and_si256(w, high));
+    const __m256 a_odd = flush_subnormals(_mm256_and_si256(a, high));
+    const __m256 w_even = flush_subnormals(_mm256_slli_epi32(w, 16));
+    const __m256 a_even = flush_subnormals(_mm256_slli_epi32(a, 16));
+    acc = flush_subnormals(_mm256_castps_si256(_mm256_fmadd_ps(w_odd, a_odd, acc)));
+    return flush_subnormals(_mm256_castps_si256(_mm256_fmadd_ps(w_even, a_even, acc)));
+}
+
+struct BF16Policy : Avx2Lanes {
+    using Element = std::uint16_t;
+    using Vector = Pairs16;
+    static constexpr std::size_t kChunk = 32;
+    static Pairs16 load(const Element* p) {
+        return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16))};
+    }
+    static Pairs16 load_partial(const Element* p, std::size_t count) { return load(Padded<Element, 32>(p, count).values); }
+    static Lanes16 accumulate(Lanes16 acc, Pairs16 w, Pairs16 a) { return {dpbf16(acc.lo, w.lo, a.lo), dpbf16(acc.hi, w.hi, a.hi)}; }
+    static float finish_vec_dot(const Lanes16* acc, const Element* w, const Element* a, std::size_t tail) {
+        double sum = 0.0 + static_cast<double>(fold16(acc[0]));
+        sum += static_cast<double>(fold16(acc[1]));
+        return static_cast<float>(half_dot_tail(sum, w, a, tail, bf16_value));
+    }
+};
+
+// A vec_dot output's four 16-lane accumulators take half the registers: one at a time.
+template <typename P>
+void float_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
+    if (task.order == SumOrder::tiled) {
+        if (task.n_tokens == 1) walk_rows<TiledTile<P>, 2, 1>(task, row_begin, row_end);
+        else walk_rows<TiledTile<P>, 2, 2>(task, row_begin, row_end);
+    } else {
+        walk_rows<VecDotTile<P>, 1, 1>(task, row_begin, row_end);
+    }
+}
+
+}  // namespace
+
+void f16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
+    float_matmul_rows<F16Policy>(task, row_begin, row_end);
+}
+void bf16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
+    float_matmul_rows<BF16Policy>(task, row_begin, row_end);
+}
+void f32_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
+    float_matmul_rows<F32Policy>(task, row_begin, row_end);
+}
+
+}  // namespace ember::kernels::fast::avx2

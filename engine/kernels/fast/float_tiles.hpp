@@ -1,0 +1,110 @@
+// Internal: the F32 / F16 / BF16 matrix products in llama.cpp's two summation orders
+// (kernel_types.hpp SumOrder), written once for the SIMD variants: a policy P supplies
+// the instructions. Internal linkage only (see variant_kernels.hpp); each variant
+// translation unit instantiates these with its own policies and flags.
+//
+// A policy P describes one weight type on one instruction set:
+//   Element, Vector, Accumulator   stored element; what one load of kChunk elements
+//                                  gives; a 16-lane float accumulator
+//   kChunk                         elements per vector: 16 (F32, F16) or 32 (BF16 pairs)
+//   load(p), load_partial(p, count)   (zero-padded)
+//   zero(), accumulate(acc, w, a)  acc += w * a for one vector (FMA, or vdpbf16ps)
+//   fold(acc)                      GCC's _mm512_reduce_add_ps tree (float_sums.hpp reduce16)
+//   finish_vec_dot(acc, w, a, tail)   ggml_vec_dot's combination of the 64 / kChunk block
+//                                  accumulators and its element-by-element tail
+// Tiles of R rows x T tokens reuse every loaded weight vector T times and every
+// activation vector R times without changing any output's sequence of operations.
+#pragma once
+
+#include <cstddef>
+
+#include "kernels/fast/kernel_types.hpp"
+#include "kernels/fast/prefetch.hpp"
+
+namespace ember::kernels::fast {
+namespace {
+
+// The R weight rows and T activation rows of the tile at (r0, t0).
+template <typename Element, int R, int T>
+struct TileRows {
+    const Element* w[R];
+    const Element* a[T];
+    TileRows(const MatmulTask& task, std::size_t r0, std::size_t t0) {
+        for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Element*>(task.weights + (r0 + r) * task.weight_row_bytes);
+        for (int t = 0; t < T; ++t) a[t] = reinterpret_cast<const Element*>(task.acts + (t0 + t) * task.act_row_bytes);
+    }
+};
+
+// tinyBLAS: one accumulator per output, over chunks (a last partial chunk is zero-padded).
+template <typename P>
+struct TiledTile {
+    template <int R, int T>
+    static void run(const MatmulTask& task, std::size_t r0, std::size_t t0) {
+        const TileRows<typename P::Element, R, T> rows(task, r0, t0);
+        typename P::Accumulator acc[R][T];
+        for (int r = 0; r < R; ++r)
+            for (int t = 0; t < T; ++t) acc[r][t] = P::zero();
+
+        const std::size_t n = task.cols;
+        const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, n / P::kChunk);
+        std::size_t k = 0;
+        for (; k + P::kChunk <= n; k += P::kChunk) {
+            prefetch(k / P::kChunk);
+            typename P::Vector wv[R];
+            for (int r = 0; r < R; ++r) wv[r] = P::load(rows.w[r] + k);
+            for (int t = 0; t < T; ++t) {
+                const typename P::Vector av = P::load(rows.a[t] + k);
+                for (int r = 0; r < R; ++r) acc[r][t] = P::accumulate(acc[r][t], wv[r], av);
+            }
+        }
+        if (k < n) {
+            typename P::Vector wv[R];
+            for (int r = 0; r < R; ++r) wv[r] = P::load_partial(rows.w[r] + k, n - k);
+            for (int t = 0; t < T; ++t) {
+                const typename P::Vector av = P::load_partial(rows.a[t] + k, n - k);
+                for (int r = 0; r < R; ++r) acc[r][t] = P::accumulate(acc[r][t], wv[r], av);
+            }
+        }
+        for (int r = 0; r < R; ++r)
+            for (int t = 0; t < T; ++t) task.out[(t0 + t) * task.out_stride + r0 + r] = P::fold(acc[r][t]);
+    }
+};
+
+// ggml_vec_dot: 64-element blocks, chunk q of each block into accumulator q.
+template <typename P>
+struct VecDotTile {
+    static constexpr int kAccumulators = static_cast<int>(64 / P::kChunk);
+
+    template <int R, int T>
+    static void run(const MatmulTask& task, std::size_t r0, std::size_t t0) {
+        const TileRows<typename P::Element, R, T> rows(task, r0, t0);
+        typename P::Accumulator acc[R][T][kAccumulators];
+        for (int r = 0; r < R; ++r)
+            for (int t = 0; t < T; ++t)
+                for (int q = 0; q < kAccumulators; ++q) acc[r][t][q] = P::zero();
+
+        const std::size_t n = task.cols;
+        const std::size_t blocked = n - n % 64;
+        const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, blocked / 64);
+        for (std::size_t k = 0; k < blocked; k += 64) {
+            prefetch(k / 64);
+            for (int q = 0; q < kAccumulators; ++q) {
+                typename P::Vector wv[R];
+                for (int r = 0; r < R; ++r) wv[r] = P::load(rows.w[r] + k + q * P::kChunk);
+                for (int t = 0; t < T; ++t) {
+                    const typename P::Vector av = P::load(rows.a[t] + k + q * P::kChunk);
+                    for (int r = 0; r < R; ++r) acc[r][t][q] = P::accumulate(acc[r][t][q], wv[r], av);
+                }
+            }
+        }
+        for (int r = 0; r < R; ++r) {
+            for (int t = 0; t < T; ++t) {
+                task.out[(t0 + t) * task.out_stride + r0 + r] =
+                    P::finish_vec_dot(acc[r][t], rows.w[r] + blocked, rows.a[t] + blocked, n - blocked);
+            }
+        }
+    }
+};
+
+}  // namespace
+}  // namespace ember::kernels::fast

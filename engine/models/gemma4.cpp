@@ -22,6 +22,7 @@
 #include <optional>
 #include <vector>
 
+#include "models/feed_forward.hpp"
 #include "models/tensor_loader.hpp"
 
 namespace ember::models {
@@ -39,10 +40,7 @@ struct Gemma4Layer {
     std::vector<float> attn_k_norm;                   // [D]; layers with their own K/V
     kernels::WeightMatrix attn_output;                // [n_embd, n_head * D]
     std::vector<float> post_attention_norm;           // [n_embd]
-    std::vector<float> ffn_norm;                      // [n_embd]
-    kernels::WeightMatrix ffn_gate;                   // [n_ff, n_embd]
-    kernels::WeightMatrix ffn_up;                     // [n_ff, n_embd]
-    kernels::WeightMatrix ffn_down;                   // [n_embd, n_ff]
+    FeedForward ffn;  // ffn_norm, ffn_gate, ffn_up, ffn_down
     std::vector<float> post_ffw_norm;                 // [n_embd]
     std::optional<float> layer_output_scale;          // multiplies the whole layer output
     // Per-layer embeddings (when n_embd_per_layer > 0).
@@ -94,10 +92,7 @@ Gemma4Weights load_weights(const gguf::File& file, const ModelConfig& c) {
         }
         layer.attn_output = t.matrix(name("attn_output"), E, q_width);
         layer.post_attention_norm = t.vector(name("post_attention_norm"), E);
-        layer.ffn_norm = t.vector(name("ffn_norm"), E);
-        layer.ffn_gate = t.matrix(name("ffn_gate"), L.n_ff, E);
-        layer.ffn_up = t.matrix(name("ffn_up"), L.n_ff, E);
-        layer.ffn_down = t.matrix(name("ffn_down"), E, L.n_ff);
+        layer.ffn = load_feed_forward(t, l, E, L.n_ff);
         layer.post_ffw_norm = t.vector(name("post_ffw_norm"), E);
         if (auto scale = t.optional_vector(name("layer_output_scale"), 1)) layer.layer_output_scale = (*scale)[0];
         if (PL > 0) {
@@ -224,15 +219,8 @@ void Gemma4Model::forward(const Evaluation& eval, ForwardState& state, kernels::
         ops.add({"attn_out", layer, OpKind::ResidualAdd}, x, attn_out, x);
 
         // ---- MLP block: post_norm(down(gelu(gate(h)) * up(h))) ----
-        Rows gate = Workspace::rows(ws.gate, T, L.n_ff);          // [T, n_ff]
-        Rows up = Workspace::rows(ws.up, T, L.n_ff);              // [T, n_ff]
-        Rows hidden = Workspace::rows(ws.ffn_hidden, T, L.n_ff);  // [T, n_ff]
-        Rows mlp_out = Workspace::rows(ws.mlp_out, T, E);         // [T, E]
-        ops.rms_norm({"ffn_norm", layer, OpKind::Norm}, x, w.ffn_norm, eps, h);
-        ops.matmul({"ffn_gate", layer, OpKind::Projection}, h, w.ffn_gate, gate);
-        ops.matmul({"ffn_up", layer, OpKind::Projection}, h, w.ffn_up, up);
-        ops.geglu({"ffn_geglu", layer, OpKind::Activation}, gate, up, hidden);
-        ops.matmul({"ffn_down", layer, OpKind::Projection}, hidden, w.ffn_down, mlp_out);
+        Rows mlp_out = Workspace::rows(ws.mlp_out, T, E);  // [T, E]
+        feed_forward(ops, layer, GateActivation::Gelu, w.ffn, eps, x, ws, mlp_out);
         ops.rms_norm({"ffn_post_norm", layer, OpKind::Norm}, mlp_out, w.post_ffw_norm, eps, mlp_out);
 
         hooks.after_mlp(info, il, tensor_view(mlp_out));

@@ -13,6 +13,7 @@
 
 #include <vector>
 
+#include "models/feed_forward.hpp"
 #include "models/tensor_loader.hpp"
 
 namespace ember::models {
@@ -27,10 +28,7 @@ struct LlamaLayer {
     kernels::WeightMatrix attn_k;     // [n_head_kv * head_dim, n_embd]
     kernels::WeightMatrix attn_v;     // [n_head_kv * head_dim, n_embd]
     kernels::WeightMatrix attn_output;  // [n_embd, n_head * head_dim]
-    std::vector<float> ffn_norm;      // [n_embd]
-    kernels::WeightMatrix ffn_gate;   // [n_ff, n_embd]
-    kernels::WeightMatrix ffn_up;     // [n_ff, n_embd]
-    kernels::WeightMatrix ffn_down;   // [n_embd, n_ff]
+    FeedForward ffn;  // ffn_norm, ffn_gate, ffn_up, ffn_down
 };
 
 struct LlamaWeights {
@@ -60,10 +58,7 @@ LlamaWeights load_weights(const gguf::File& file, const ModelConfig& c) {
         layer.attn_k = t.matrix(name("attn_k"), kv_width, E);
         layer.attn_v = t.matrix(name("attn_v"), kv_width, E);
         layer.attn_output = t.matrix(name("attn_output"), E, q_width);
-        layer.ffn_norm = t.vector(name("ffn_norm"), E);
-        layer.ffn_gate = t.matrix(name("ffn_gate"), L.n_ff, E);
-        layer.ffn_up = t.matrix(name("ffn_up"), L.n_ff, E);
-        layer.ffn_down = t.matrix(name("ffn_down"), E, L.n_ff);
+        layer.ffn = load_feed_forward(t, l, E, L.n_ff);
         w.layers.push_back(std::move(layer));
     }
     return w;
@@ -140,15 +135,8 @@ void LlamaModel::forward(const Evaluation& eval, ForwardState& state, kernels::O
         ops.add({"ffn_inp", layer, OpKind::ResidualAdd}, x, attn_out, x);
 
         // ---- MLP block: down(silu(gate(h)) * up(h)) ----
-        Rows gate = Workspace::rows(ws.gate, T, L.n_ff);         // [T, n_ff]
-        Rows up = Workspace::rows(ws.up, T, L.n_ff);             // [T, n_ff]
-        Rows hidden = Workspace::rows(ws.ffn_hidden, T, L.n_ff);  // [T, n_ff]
-        Rows mlp_out = Workspace::rows(ws.mlp_out, T, E);        // [T, E]
-        ops.rms_norm({"ffn_norm", layer, OpKind::Norm}, x, w.ffn_norm, eps, h);
-        ops.matmul({"ffn_gate", layer, OpKind::Projection}, h, w.ffn_gate, gate);
-        ops.matmul({"ffn_up", layer, OpKind::Projection}, h, w.ffn_up, up);
-        ops.swiglu({"ffn_swiglu", layer, OpKind::Activation}, gate, up, hidden);
-        ops.matmul({"ffn_down", layer, OpKind::Projection}, hidden, w.ffn_down, mlp_out);
+        Rows mlp_out = Workspace::rows(ws.mlp_out, T, E);  // [T, E]
+        feed_forward(ops, layer, GateActivation::Silu, w.ffn, eps, x, ws, mlp_out);
 
         hooks.after_mlp(info, il, tensor_view(mlp_out));
         ops.add({"l_out", layer, OpKind::ResidualAdd}, x, mlp_out, x);

@@ -11,6 +11,7 @@
 
 #include <vector>
 
+#include "models/feed_forward.hpp"
 #include "models/tensor_loader.hpp"
 
 namespace ember::models {
@@ -27,10 +28,7 @@ struct Qwen3Layer {
     std::vector<float> attn_q_norm;     // [head_dim]
     std::vector<float> attn_k_norm;     // [head_dim]
     kernels::WeightMatrix attn_output;  // [n_embd, n_head * head_dim]
-    std::vector<float> ffn_norm;        // [n_embd]
-    kernels::WeightMatrix ffn_gate;     // [n_ff, n_embd]
-    kernels::WeightMatrix ffn_up;       // [n_ff, n_embd]
-    kernels::WeightMatrix ffn_down;     // [n_embd, n_ff]
+    FeedForward ffn;  // ffn_norm, ffn_gate, ffn_up, ffn_down
 };
 
 struct Qwen3Weights {
@@ -60,10 +58,7 @@ Qwen3Weights load_weights(const gguf::File& file, const ModelConfig& c) {
         layer.attn_q_norm = t.vector(name("attn_q_norm"), L.head_dim);
         layer.attn_k_norm = t.vector(name("attn_k_norm"), L.head_dim);
         layer.attn_output = t.matrix(name("attn_output"), E, q_width);
-        layer.ffn_norm = t.vector(name("ffn_norm"), E);
-        layer.ffn_gate = t.matrix(name("ffn_gate"), L.n_ff, E);
-        layer.ffn_up = t.matrix(name("ffn_up"), L.n_ff, E);
-        layer.ffn_down = t.matrix(name("ffn_down"), E, L.n_ff);
+        layer.ffn = load_feed_forward(t, l, E, L.n_ff);
         w.layers.push_back(std::move(layer));
     }
     return w;
@@ -146,15 +141,8 @@ void Qwen3Model::forward(const Evaluation& eval, ForwardState& state, kernels::O
         ops.add({"ffn_inp", layer, OpKind::ResidualAdd}, x, attn_out, x);
 
         // ---- MLP block: down(silu(gate(h)) * up(h)) ----
-        Rows gate = Workspace::rows(ws.gate, T, L.n_ff);          // [T, n_ff]
-        Rows up = Workspace::rows(ws.up, T, L.n_ff);              // [T, n_ff]
-        Rows hidden = Workspace::rows(ws.ffn_hidden, T, L.n_ff);  // [T, n_ff]
-        Rows mlp_out = Workspace::rows(ws.mlp_out, T, E);         // [T, E]
-        ops.rms_norm({"ffn_norm", layer, OpKind::Norm}, x, w.ffn_norm, eps, h);
-        ops.matmul({"ffn_gate", layer, OpKind::Projection}, h, w.ffn_gate, gate);
-        ops.matmul({"ffn_up", layer, OpKind::Projection}, h, w.ffn_up, up);
-        ops.swiglu({"ffn_swiglu", layer, OpKind::Activation}, gate, up, hidden);
-        ops.matmul({"ffn_down", layer, OpKind::Projection}, hidden, w.ffn_down, mlp_out);
+        Rows mlp_out = Workspace::rows(ws.mlp_out, T, E);  // [T, E]
+        feed_forward(ops, layer, GateActivation::Silu, w.ffn, eps, x, ws, mlp_out);
 
         hooks.after_mlp(info, il, tensor_view(mlp_out));
         ops.add({"l_out", layer, OpKind::ResidualAdd}, x, mlp_out, x);

@@ -11,13 +11,14 @@
 #include <ember/experiment.hpp>
 
 #include "common/selection.hpp"
+#include "common/stage_experiment.hpp"
 
 namespace {
 
 using ember_plugins::Selection;
 using ember_plugins::Stage;
 
-class Ablate : public ember::Experiment {
+class Ablate : public ember_plugins::StageExperiment {
 public:
     explicit Ablate(const ember::ExperimentConfig& config) : selection_(config, {}) {
         config.expect_only({"stage", "stages", "layers", "positions", "phase", "mode", "scale"});
@@ -37,28 +38,9 @@ public:
 
     ember::Status on_model_loaded(const ember::ModelContext& model) override { return selection_.check_layers(model); }
 
-    ember::Status before_layer(const ember::LayerContext& c, ember::TensorAccess& t) override {
-        return apply(Stage::BeforeLayer, c, c.layer_index, t);
-    }
-    ember::Status after_attention(const ember::LayerContext& c, ember::TensorAccess& t) override {
-        return apply(Stage::AfterAttention, c, c.layer_index, t);
-    }
-    ember::Status after_mlp(const ember::LayerContext& c, ember::TensorAccess& t) override {
-        return apply(Stage::AfterMlp, c, c.layer_index, t);
-    }
-    ember::Status after_layer(const ember::LayerContext& c, ember::TensorAccess& t) override {
-        return apply(Stage::AfterLayer, c, c.layer_index, t);
-    }
-    ember::Status before_logits(const ember::ExecutionContext& c, ember::TensorAccess& t) override {
-        return apply(Stage::BeforeLogits, c, std::nullopt, t);
-    }
-    ember::Status after_logits(const ember::ExecutionContext& c, ember::TensorAccess& t) override {
-        return apply(Stage::AfterLogits, c, std::nullopt, t);
-    }
-
 private:
-    ember::Status apply(Stage stage, const ember::ExecutionContext& ctx, std::optional<std::size_t> layer,
-                        ember::TensorAccess& tensor) {
+    ember::Status act(Stage stage, const ember::ExecutionContext& ctx, std::optional<std::size_t> layer,
+                        ember::TensorAccess& tensor) override {
         if (!selection_.wants(stage, ctx, layer)) return {};
         selection_.for_each_row(ctx, tensor, [&](std::size_t row, std::size_t) {
             for (float& v : tensor.row_mut(row)) v = zero_ ? 0.0f : v * scale_;

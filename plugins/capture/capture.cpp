@@ -27,6 +27,7 @@
 
 #include "common/json_text.hpp"
 #include "common/selection.hpp"
+#include "common/stage_experiment.hpp"
 
 namespace {
 
@@ -59,7 +60,7 @@ struct Series {
     }
 };
 
-class Capture : public ember::Experiment {
+class Capture : public ember_plugins::StageExperiment {
 public:
     explicit Capture(const ember::ExperimentConfig& config) : selection_(config, {Stage::AfterLayer}) {
         config.expect_only({"stage", "stages", "layers", "positions", "phase", "dir"});
@@ -85,25 +86,6 @@ public:
         return selection_.check_layers(model);
     }
 
-    ember::Status before_layer(const ember::LayerContext& c, ember::TensorAccess& t) override {
-        return record(Stage::BeforeLayer, c, c.layer_index, t);
-    }
-    ember::Status after_attention(const ember::LayerContext& c, ember::TensorAccess& t) override {
-        return record(Stage::AfterAttention, c, c.layer_index, t);
-    }
-    ember::Status after_mlp(const ember::LayerContext& c, ember::TensorAccess& t) override {
-        return record(Stage::AfterMlp, c, c.layer_index, t);
-    }
-    ember::Status after_layer(const ember::LayerContext& c, ember::TensorAccess& t) override {
-        return record(Stage::AfterLayer, c, c.layer_index, t);
-    }
-    ember::Status before_logits(const ember::ExecutionContext& c, ember::TensorAccess& t) override {
-        return record(Stage::BeforeLogits, c, std::nullopt, t);
-    }
-    ember::Status after_logits(const ember::ExecutionContext& c, ember::TensorAccess& t) override {
-        return record(Stage::AfterLogits, c, std::nullopt, t);
-    }
-
     ember::Status on_generation_complete(const ember::GenerationContext&) override {
         write(true, "");
         return {};
@@ -114,8 +96,8 @@ public:
     }
 
 private:
-    ember::Status record(Stage stage, const ember::ExecutionContext& ctx, std::optional<std::size_t> layer,
-                         const ember::TensorAccess& tensor) {
+    ember::Status act(Stage stage, const ember::ExecutionContext& ctx, std::optional<std::size_t> layer,
+                         ember::TensorAccess& tensor) override {
         if (!selection_.wants(stage, ctx, layer)) return {};
         const auto key = std::make_tuple(static_cast<int>(stage), layer ? static_cast<long>(*layer) : -1L,
                                          static_cast<int>(ctx.phase));

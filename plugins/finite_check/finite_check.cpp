@@ -15,13 +15,14 @@
 #include <string>
 
 #include "common/selection.hpp"
+#include "common/stage_experiment.hpp"
 
 namespace {
 
 using ember_plugins::Selection;
 using ember_plugins::Stage;
 
-class FiniteCheck : public ember::Experiment {
+class FiniteCheck : public ember_plugins::StageExperiment {
 public:
     explicit FiniteCheck(const ember::ExperimentConfig& config)
         : selection_(config, {ember_plugins::kAllStages.begin(), ember_plugins::kAllStages.end()}) {
@@ -32,28 +33,9 @@ public:
 
     ember::Status on_model_loaded(const ember::ModelContext& model) override { return selection_.check_layers(model); }
 
-    ember::Status before_layer(const ember::LayerContext& c, ember::TensorAccess& t) override {
-        return check(Stage::BeforeLayer, c, c.layer_index, t);
-    }
-    ember::Status after_attention(const ember::LayerContext& c, ember::TensorAccess& t) override {
-        return check(Stage::AfterAttention, c, c.layer_index, t);
-    }
-    ember::Status after_mlp(const ember::LayerContext& c, ember::TensorAccess& t) override {
-        return check(Stage::AfterMlp, c, c.layer_index, t);
-    }
-    ember::Status after_layer(const ember::LayerContext& c, ember::TensorAccess& t) override {
-        return check(Stage::AfterLayer, c, c.layer_index, t);
-    }
-    ember::Status before_logits(const ember::ExecutionContext& c, ember::TensorAccess& t) override {
-        return check(Stage::BeforeLogits, c, std::nullopt, t);
-    }
-    ember::Status after_logits(const ember::ExecutionContext& c, ember::TensorAccess& t) override {
-        return check(Stage::AfterLogits, c, std::nullopt, t);
-    }
-
 private:
-    ember::Status check(Stage stage, const ember::ExecutionContext& ctx, std::optional<std::size_t> layer,
-                        const ember::TensorAccess& tensor) const {
+    ember::Status act(Stage stage, const ember::ExecutionContext& ctx, std::optional<std::size_t> layer,
+                        ember::TensorAccess& tensor) override {
         if (!selection_.wants(stage, ctx, layer)) return {};
         const auto values = tensor.values();
         const std::size_t cols = tensor.shape()[1];

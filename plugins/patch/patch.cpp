@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/selection.hpp"
+#include "common/stage_experiment.hpp"
 
 namespace {
 
@@ -51,7 +52,7 @@ const ember::JsonValue& member(const ember::JsonValue& object, std::string_view 
     return *v;
 }
 
-class Patch : public ember::Experiment {
+class Patch : public ember_plugins::StageExperiment {
 public:
     explicit Patch(const ember::ExperimentConfig& config)
         : selection_(config, {ember_plugins::kAllStages.begin(), ember_plugins::kAllStages.end()}) {
@@ -77,25 +78,6 @@ public:
     const char* name() const override { return "patch"; }
 
     ember::Status on_model_loaded(const ember::ModelContext& model) override { return selection_.check_layers(model); }
-
-    ember::Status before_layer(const ember::LayerContext& c, ember::TensorAccess& t) override {
-        return apply(Stage::BeforeLayer, c, c.layer_index, t);
-    }
-    ember::Status after_attention(const ember::LayerContext& c, ember::TensorAccess& t) override {
-        return apply(Stage::AfterAttention, c, c.layer_index, t);
-    }
-    ember::Status after_mlp(const ember::LayerContext& c, ember::TensorAccess& t) override {
-        return apply(Stage::AfterMlp, c, c.layer_index, t);
-    }
-    ember::Status after_layer(const ember::LayerContext& c, ember::TensorAccess& t) override {
-        return apply(Stage::AfterLayer, c, c.layer_index, t);
-    }
-    ember::Status before_logits(const ember::ExecutionContext& c, ember::TensorAccess& t) override {
-        return apply(Stage::BeforeLogits, c, std::nullopt, t);
-    }
-    ember::Status after_logits(const ember::ExecutionContext& c, ember::TensorAccess& t) override {
-        return apply(Stage::AfterLogits, c, std::nullopt, t);
-    }
 
 private:
     // The source must describe this very computation: same model bytes, prompt length, route.
@@ -142,8 +124,8 @@ private:
             throw std::runtime_error(name_ + " holds no arrays for the selected stages, layers and phase");
     }
 
-    ember::Status apply(Stage stage, const ember::ExecutionContext& ctx, std::optional<std::size_t> layer,
-                        ember::TensorAccess& tensor) {
+    ember::Status act(Stage stage, const ember::ExecutionContext& ctx, std::optional<std::size_t> layer,
+                        ember::TensorAccess& tensor) override {
         if (!selection_.wants(stage, ctx, layer)) return {};
         const auto it = sources_.find(site_key(stage, layer, ctx.phase));
         if (it == sources_.end()) return {};

@@ -18,13 +18,14 @@
 #include <vector>
 
 #include "common/selection.hpp"
+#include "common/stage_experiment.hpp"
 
 namespace {
 
 using ember_plugins::Selection;
 using ember_plugins::Stage;
 
-class Steer : public ember::Experiment {
+class Steer : public ember_plugins::StageExperiment {
 public:
     explicit Steer(const ember::ExperimentConfig& config) : selection_(config, {}) {
         config.expect_only({"vector", "coefficient", "stage", "stages", "layers", "positions", "phase"});
@@ -54,28 +55,9 @@ public:
         return {};
     }
 
-    ember::Status before_layer(const ember::LayerContext& c, ember::TensorAccess& t) override {
-        return apply(Stage::BeforeLayer, c, c.layer_index, t);
-    }
-    ember::Status after_attention(const ember::LayerContext& c, ember::TensorAccess& t) override {
-        return apply(Stage::AfterAttention, c, c.layer_index, t);
-    }
-    ember::Status after_mlp(const ember::LayerContext& c, ember::TensorAccess& t) override {
-        return apply(Stage::AfterMlp, c, c.layer_index, t);
-    }
-    ember::Status after_layer(const ember::LayerContext& c, ember::TensorAccess& t) override {
-        return apply(Stage::AfterLayer, c, c.layer_index, t);
-    }
-    ember::Status before_logits(const ember::ExecutionContext& c, ember::TensorAccess& t) override {
-        return apply(Stage::BeforeLogits, c, std::nullopt, t);
-    }
-    ember::Status after_logits(const ember::ExecutionContext& c, ember::TensorAccess& t) override {
-        return apply(Stage::AfterLogits, c, std::nullopt, t);
-    }
-
 private:
-    ember::Status apply(Stage stage, const ember::ExecutionContext& ctx, std::optional<std::size_t> layer,
-                        ember::TensorAccess& tensor) {
+    ember::Status act(Stage stage, const ember::ExecutionContext& ctx, std::optional<std::size_t> layer,
+                        ember::TensorAccess& tensor) override {
         if (!selection_.wants(stage, ctx, layer)) return {};
         if (tensor.shape()[1] != vector_.size())
             return ember::Status::error("steer vector '" + path_ + "' has " + std::to_string(vector_.size()) +

@@ -5,6 +5,9 @@
 // --slurm writes scripts that run the shards and the summary (run here by bash, without
 // Slurm), and --submit hands them to sbatch with an afterok dependency (a stand-in sbatch
 // on PATH records what it was asked). The real cluster is scripts/test-slurm.sh.
+// Rung: interventions. The patching grid of docs/sweep.md (configs/patching/) runs its 50
+// runs; patching the last layer at the last position gives the clean run's logits bit
+// for bit, patching position 0 (BOS, the same in both prompts) changes nothing.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -44,6 +47,22 @@ std::vector<std::string> lines_of(const std::string& text) {
     for (std::string line; std::getline(in, line);)
         if (!line.starts_with("ember sweep:")) out.push_back(line);
     return out;
+}
+
+// configs/patching/NAME.toml copied into `dir` (as configs/patching/NAME.toml), its model and
+// plugins pointed at the fixtures and this build.
+void copy_example(const fs::path& dir, const std::string& name) {
+    std::string text = read_text(fs::path(EMBER_SOURCE_DIR) / "configs" / "patching" / (name + ".toml"));
+    const auto replace = [&](const std::string& from, const std::string& to) {
+        const std::size_t at = text.find(from);
+        REQUIRE_MESSAGE(at != std::string::npos, from);
+        text.replace(at, from.size(), to);
+    };
+    replace("\"../../../shared/fixtures/models/stories260K.gguf\"",
+            toml_literal(fixture_path("models/stories260K.gguf").string()));
+    replace("\"../../build/plugins/", "\"" + std::string(EMBER_BUILTIN_PLUGIN_DIR) + "/");
+    fs::create_directories(dir / "configs" / "patching");
+    write_text(dir / "configs" / "patching" / (name + ".toml"), text);
 }
 
 // The summary rows without the columns that say when and how fast a run ran.
@@ -203,6 +222,33 @@ TEST_CASE("ember sweep --slurm: the scripts run the shards and the summary, --su
 
     for (const char* usage : {"--submit", "--slurm --shard 0/2", "--list --collect", "--shards 2", "--slurm --shards 0"})
         CHECK(ember(fmt::format("{} {}", usage, shell_quote(grid.string()))).exit_code == 2);
+}
+
+TEST_CASE("the patching grid of docs/sweep.md: 5 layers x 10 positions, checked where the answer is known") {
+    TempDir dir;
+    copy_example(dir.path(), "clean");
+    copy_example(dir.path(), "grid");
+    const fs::path configs = dir.path() / "configs" / "patching";
+    REQUIRE(run_command(fmt::format("env -u EMBER_DEFAULTS XDG_CONFIG_HOME=/nonexistent {} run {} > /dev/null 2>&1",
+                                    shell_quote(EMBER_BINARY), shell_quote((configs / "clean.toml").string())))
+                .exit_code == 0);
+    const fs::path summary = dir.path() / "summary.json";
+    const CommandResult r = ember(fmt::format("--jobs 2 --summary {} {}", shell_quote(summary.string()),
+                                              shell_quote((configs / "grid.toml").string())));
+    CHECK(r.exit_code == 0);
+    CHECK(r.output.find("50 runs: 50 ok, 0 failed, 0 skipped") != std::string::npos);
+    const fs::path runs = dir.path() / "runs" / "patching";
+    const auto logits = [&](int layer, int position) {
+        return read_text(runs / "grid" / fmt::format("layers={},positions={}", layer, position) / "logits.npy");
+    };
+    const std::string clean = read_text(runs / "clean" / "logits.npy");
+    CHECK(logits(4, 9) == clean);  // the last layer's output at the last position decides the logits
+    CHECK(logits(0, 0) != clean);  // the prompts do differ where it matters
+    for (int layer = 1; layer < 5; ++layer) CHECK(logits(layer, 0) == logits(0, 0));
+    const json::array rows = json::parse(read_text(summary)).as_array();
+    REQUIRE(rows.size() == 50);
+    CHECK(rows[13].at("experiment.patch.config.layers") == json::array{1});
+    CHECK(rows[13].at("experiment.patch.config.positions") == json::array{3});
 }
 
 }  // namespace ember::test

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds, runs every suite and the
-# one-host Slurm test, then the sanitizer build of the loader tests and 60 seconds of fuzzing the GGUF loader.
+# one-host Slurm test, then the sanitizer build of the loader tests and 60 seconds of
+# fuzzing the GGUF loader.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"

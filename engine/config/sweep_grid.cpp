@@ -270,10 +270,13 @@ std::string grid_value_text(const json::value& value) {
         case json::kind::string: return string_text(std::string(value.get_string()));
         case json::kind::array: {
             std::string out;
-            for (const json::value& item : value.get_array()) out += (out.empty() ? "" : "+") + grid_value_text(item);
+            for (const json::value& item : value.get_array()) {
+                if (!out.empty()) out.push_back('+');
+                out.append(grid_value_text(item));
+            }
             return out.empty() ? "none" : out;
         }
-        case json::kind::object: return "~" + hash8(canonical_json(value));
+        case json::kind::object: return fmt::format("~{}", hash8(canonical_json(value)));
         case json::kind::null: break;
     }
     return "null";
@@ -307,7 +310,12 @@ Grid expand_grid(const fs::path& file, const LoadOptions& options) {
                 "goes to its own output directory) or make it a grid key");
 
     std::size_t total = 1;
-    for (const Dimension& d : dims) total *= d.size;
+    for (const Dimension& d : dims) {
+        if (total > kMaxGridRuns / d.size)
+            fail_at(display, first.get("grid")->source(),
+                    fmt::format("the grid expands to more than {} runs; split it into several grid files", kMaxGridRuns));
+        total *= d.size;
+    }
     std::map<std::string, std::size_t> names;
     for (std::size_t r = 0; r < total; ++r) {
         // The value index of each dimension: the last dimension varies fastest.

@@ -49,7 +49,9 @@ struct Grid {
 // (its error is reported when it is loaded as a run config).
 bool is_grid_file(const std::filesystem::path& file);
 
-// Expands and parses every run; the first error found stops it.
+inline constexpr std::size_t kMaxGridRuns = 100000;
+
+// Expands and parses every run (at most kMaxGridRuns); the first error found stops it.
 Grid expand_grid(const std::filesystem::path& file, const LoadOptions& options = {});
 
 // How a value is written in a run name: integers, floats and booleans as themselves,

@@ -47,6 +47,13 @@ std::string error_of(const TempDir& dir, const std::string& text) {
     return "";
 }
 
+// 1000 seeds x 1000 max_tokens: a million runs.
+std::string huge_grid() {
+    std::string values;
+    for (int i = 1; i <= 1000; ++i) values += fmt::format("{}{}", i > 1 ? ", " : "", i);
+    return fmt::format("[grid]\n\"generation.seed\" = [{0}]\n\"generation.max_tokens\" = [{0}]\n", values);
+}
+
 bool name_is_safe(const std::string& name) {
     return !name.empty() && name.size() <= 200 && name.front() != '.' &&
            std::all_of(name.begin(), name.end(), [](char c) {
@@ -167,6 +174,7 @@ TEST_CASE("grid: every error names file:line:column") {
         {"[grid]\n\"model.threads\" = [1]\n[[grid.zip]]\n\"model.threads\" = [2]\n",
          "bad.toml:11:1: grid key 'model.threads' is given twice"},
         {"[grid]\n", "bad.toml:8:1: [grid] has no keys: give it at least one config key with a list of values"},
+        {huge_grid(), "bad.toml:8:1: the grid expands to more than 100000 runs; split it into several grid files"},
         {"[grid]\n\"model.threads\" = [1, 2]\n[tracing]\npath = \"t.jsonl\"\n",
          "bad.toml:11:8: tracing.path in a grid's base would name one journal for every run; leave it out (each run's "
          "journal goes to its own output directory) or make it a grid key"},

@@ -60,7 +60,7 @@ void copy_example(const fs::path& dir, const std::string& name) {
     };
     replace("\"../../../shared/fixtures/models/stories260K.gguf\"",
             toml_literal(fixture_path("models/stories260K.gguf").string()));
-    replace("\"../../build/plugins/", "\"" + std::string(EMBER_BUILTIN_PLUGIN_DIR) + "/");
+    replace("\"../../build/plugins/", fmt::format("\"{}/", EMBER_BUILTIN_PLUGIN_DIR));
     fs::create_directories(dir / "configs" / "patching");
     write_text(dir / "configs" / "patching" / (name + ".toml"), text);
 }

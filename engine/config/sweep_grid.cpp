@@ -44,6 +44,12 @@ std::vector<std::string> split_key(const std::string& name) {
     return parts;
 }
 
+// "an integer", "a string": a node's type for a message.
+std::string a_type(const toml::node& node) {
+    const std::string_view type = toml_type_name(node.type());
+    return fmt::format("{} {}", type.front() == 'a' || type.front() == 'i' ? "an" : "a", type);
+}
+
 std::string hash8(std::string_view text) { return sha256_hex(text).substr(0, 8); }
 
 bool safe_char(char c) {
@@ -81,9 +87,7 @@ void collect_keys(const toml::table& table, const std::string& prefix, std::vect
         } else {
             fail_at(file, node.source(),
                     node.is_array() ? fmt::format("grid key '{}' has no values", name)
-                                    : fmt::format("grid key '{}' must be a list of values, not {} {}", name,
-                                                  toml_type_name(node.type()) == "integer" ? "an" : "a",
-                                                  toml_type_name(node.type())));
+                                    : fmt::format("grid key '{}' must be a list of values, not {}", name, a_type(node)));
         }
         path.pop_back();
     }
@@ -220,9 +224,8 @@ void put(toml::table& root, const GridKey& key, toml::node&& value, const std::s
         if (!node) node = table->insert(toml::key(parts[i], key.where), toml::table{}).first->second.as_table();
         if (!node->is_table())
             fail_at(file, key.where,
-                    fmt::format("grid key '{}': {} is {} {} in the base config, not a table", key.name,
-                                fmt::join(parts.begin(), parts.begin() + i + 1, "."),
-                                toml_type_name(node->type()) == "integer" ? "an" : "a", toml_type_name(node->type())));
+                    fmt::format("grid key '{}': {} is {} in the base config, not a table", key.name,
+                                fmt::join(parts.begin(), parts.begin() + i + 1, "."), a_type(*node)));
         table = node->as_table();
     }
     table->insert_or_assign(toml::key(parts.back(), key.where), std::move(value));

@@ -42,13 +42,28 @@ stop_daemon() {
   rm -f "$pidfile"
   [[ "$pid" =~ ^[0-9]+$ ]] || return 0
   [ "$(cat "/proc/$pid/comm" 2> /dev/null || true)" = "$program" ] || return 0
-  kill "$pid" 2> /dev/null || return 0
+  # Its children too (slurmctld's slurmscriptd holds the controller's port for a while).
+  local pids
+  pids="$pid $(awk -v parent="$pid" '$4 == parent {print $1}' /proc/[0-9]*/stat 2> /dev/null | tr '\n' ' ' || true)"
+  # shellcheck disable=SC2086
+  kill $pids 2> /dev/null || true
   for _ in $(seq 1 100); do
-    kill -0 "$pid" 2> /dev/null || return 0
+    local alive=""
+    for p in $pids; do kill -0 "$p" 2> /dev/null && alive="$alive $p"; done
+    [ -z "$alive" ] && return 0
     sleep 0.1
   done
-  echo "test-slurm: $program (pid $pid) did not stop on TERM; killing it" >&2
-  kill -9 "$pid" 2> /dev/null || true
+  echo "test-slurm: $program (pids$alive) did not stop on TERM; killing it" >&2
+  # shellcheck disable=SC2086
+  kill -9 $alive 2> /dev/null || true
+}
+
+# Whether something listens on TCP port $1 (read from /proc: no tool needed).
+listening() {
+  local hex
+  hex=$(printf '%04X' "$1")
+  awk -v port=":$hex" '$4 == "0A" && substr($2, length($2) - 4) == port {found = 1} END {exit !found}' \
+    /proc/net/tcp /proc/net/tcp6 2> /dev/null
 }
 
 # Cancels the jobs still on our cluster (so that slurmd ends their steps), then stops the daemons.
@@ -91,7 +106,8 @@ fail_with_logs() {
 }
 
 stop_all  # daemons left by an earlier run that was killed before its cleanup
-[ -f "$state/work" ] && rm -rf "$(cat "$state/work")"
+stale=$(cat "$state/work" 2> /dev/null || true)
+[[ "$stale" == /tmp/ember-test-slurm-work.* ]] && rm -rf "$stale"
 rm -rf "$state"
 mkdir -p "$state/munge" "$state/spool" "$state/state"
 chmod 755 "$state" "$state/munge"  # munged wants every directory above its socket searchable
@@ -138,13 +154,19 @@ StateSaveLocation=$state/state
 NodeName=$host NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN
 PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
+for port in 16817 16818; do
+  for _ in $(seq 1 50); do listening "$port" || break; sleep 0.2; done
+  listening "$port" && fail "TCP port $port is in use (another Slurm?); this test's cluster needs it"
+done
 slurmctld -f "$SLURM_CONF" 9>&- || fail_with_logs "slurmctld did not start"
 slurmd -f "$SLURM_CONF" 9>&- || fail_with_logs "slurmd did not start"
-for _ in $(seq 1 100); do
-  [ "$(sinfo -h -o %T 2> /dev/null || true)" = "idle" ] && break
+# Every Slurm client call is bounded: one that cannot reach the controller retries for long.
+node_state() { timeout 5 sinfo -h -o %T 2> /dev/null || true; }
+deadline=$((SECONDS + 20))
+until [ "$(node_state)" = idle ]; do
+  [ "$SECONDS" -lt "$deadline" ] || fail_with_logs "the node is not idle after 20 s (sinfo: $(node_state))"
   sleep 0.2
 done
-[ "$(sinfo -h -o %T 2> /dev/null || true)" = "idle" ] || fail_with_logs "the node is not idle after 20 s: $(sinfo 2>&1 || true)"
 
 echo "== the grid: 4 layers x 2 prompts, extraction on"
 export XDG_CONFIG_HOME="$work/xdg"  # no defaults file from the user running the test, here or in the jobs
@@ -186,16 +208,17 @@ sweep_job=$(awk '$1 == "sweep" && $2 == "job" {print $3}' <<< "$submitted")
 summary_job=$(awk '$1 == "summary" && $2 == "job" {print $3}' <<< "$submitted")
 [ -n "$sweep_job" ] && [ -n "$summary_job" ] || fail "ember sweep --submit printed no job ids"
 grep -q -- '--array=0-3' "$work/slurm/sweep.sbatch" || fail "sweep.sbatch is not a 4-task array"
-while [ -n "$(squeue -h -j "$sweep_job,$summary_job" 2> /dev/null)" ]; do
+pending() { timeout 10 squeue -h -j "$sweep_job,$summary_job" 2> /dev/null || echo "squeue failed"; }
+while [ -n "$(pending)" ]; do
   if [ $(($(date +%s) - start)) -ge "$timeout" ]; then
-    squeue >&2 || true
+    timeout 10 squeue >&2 || true
     fail_with_logs "the jobs did not finish within $timeout s"
   fi
   sleep 1
 done
 echo "jobs finished in $(($(date +%s) - start)) s"
 for job in "$sweep_job" "$summary_job"; do
-  states=$(scontrol -o show job "$job" | grep -o 'JobState=[A-Z_]*' | sort -u | tr '\n' ' ')
+  states=$(timeout 10 scontrol -o show job "$job" | grep -o 'JobState=[A-Z_]*' | sort -u | tr '\n' ' ')
   [ "$states" = "JobState=COMPLETED " ] || {
     cat "$work"/slurm/*.out >&2 || true
     fail "job $job ended as $states"

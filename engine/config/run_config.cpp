@@ -114,6 +114,7 @@ HooksSection parse_hooks(const toml::table& table, const std::string& file) {
     if (auto v = r.choice("failure", {"strict", "fail_open"}))
         h.failure = *v == "strict" ? FailurePolicy::Strict : FailurePolicy::FailOpen;
     if (auto v = r.integer("timeout_ms", 0, kMaxInt32)) h.timeout_ms = static_cast<std::uint32_t>(*v);
+    if (auto v = r.integer("run_timeout_s", 0, kMaxInt32)) h.run_timeout_s = static_cast<std::uint32_t>(*v);
     r.finish();
     return h;
 }
@@ -285,7 +286,10 @@ boost::json::object to_json(const RunConfig& c) {
           {"seed", c.generation.seed}}},
         {"tracing", {{"enabled", c.tracing.enabled}, {"path", c.tracing.path.string()}}},
         {"output", output_json(c.output)},
-        {"hooks", {{"failure", failure_policy_name(c.hooks.failure)}, {"timeout_ms", c.hooks.timeout_ms}}},
+        {"hooks",
+         {{"failure", failure_policy_name(c.hooks.failure)},
+          {"timeout_ms", c.hooks.timeout_ms},
+          {"run_timeout_s", c.hooks.run_timeout_s}}},
         {"experiments", std::move(experiments)},
     };
 }

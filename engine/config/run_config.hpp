@@ -78,7 +78,8 @@ boost::json::object extraction_json(const OutputSection& output);
 
 struct HooksSection {
     FailurePolicy failure = FailurePolicy::Strict;
-    std::uint32_t timeout_ms = 0;  // 0 = no timeout
+    std::uint32_t timeout_ms = 0;     // 0 = no timeout
+    std::uint32_t run_timeout_s = 0;  // the whole supervised run; 0 = no limit
 };
 
 struct ExperimentEntry {

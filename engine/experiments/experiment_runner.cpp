@@ -133,7 +133,12 @@ ExperimentRunner::ExperimentRunner(const std::vector<ExperimentSpec>& specs, Run
 ExperimentRunner::~ExperimentRunner() { finish(); }
 
 void ExperimentRunner::finish() {
-    for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) (*it)->destroy();
+    for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+        if (options_.progress && (*it)->instance)
+            options_.progress->enter((*it)->library->name(), "destroy", nullptr, false, 0, Clock::now());
+        (*it)->destroy();
+        if (options_.progress) options_.progress->leave();
+    }
 }
 
 void ExperimentRunner::create_all() {
@@ -160,7 +165,10 @@ void ExperimentRunner::call(Entry& e, const Site& site, Call&& invoke) {
     if (e.error_dirty) std::memset(e.error.data(), 0, e.error.size());
     ember_error_buffer buffer{e.error.data(), e.error.size()};
     const auto start = Clock::now();
+    if (options_.progress)
+        options_.progress->enter(e.library->name(), stage_id_name(site.stage), site.eval, site.has_layer, site.layer, start);
     const ember_status status = invoke(buffer);
+    if (options_.progress) options_.progress->leave();
     const auto ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
     e.error_dirty = e.error[0] != '\0';
     StageTiming& t = e.timings[index_of(site.stage)];

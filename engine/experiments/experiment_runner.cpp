@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "experiments/log_line.hpp"
+
 namespace ember::experiments {
 namespace {
 
@@ -179,7 +181,7 @@ void ExperimentRunner::call(Entry& e, const Site& site, Call&& invoke) {
 
     if (status != EMBER_OK) {
         e.error.back() = '\0';
-        fail(e, site, e.error[0] != '\0' ? std::string_view(e.error.data()) : "failed without a message");
+        fail(e, site, e.error[0] != '\0' ? sanitize_plugin_text(e.error.data()) : "failed without a message");
     } else {
         fail(e, site, fmt::format("returned after {:.1f} ms, over the {} ms timeout (hooks.timeout_ms)",
                                   static_cast<double>(ns) / 1e6, options_.timeout_ms));
@@ -370,7 +372,7 @@ void ExperimentRunner::host_log(void* host_data, std::uint32_t level, const char
     try {
         const auto* e = static_cast<const Entry*>(host_data);
         const LogLevel l = level <= EMBER_LOG_ERROR ? static_cast<LogLevel>(level) : LogLevel::Error;
-        e->runner->log(l, e->library->name(), message ? message : "");
+        e->runner->log(l, e->library->name(), sanitize_plugin_text(message ? message : ""));
     } catch (...) {
         // A log line is never worth crashing the plugin's call over.
     }

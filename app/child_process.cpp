@@ -1,12 +1,15 @@
 #include "child_process.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <fmt/format.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "common/error.hpp"
@@ -73,6 +76,50 @@ int wait_for(pid_t pid) {
         if (errno != EINTR) throw Error(fmt::format("cannot wait for process {}: {}", pid, std::strerror(errno)));
     }
     return status;
+}
+
+CapturedChild run_self_captured(const std::vector<std::string>& args, int limit_ms) {
+    const auto [out_r, out_w] = cloexec_pipe();
+    const auto [err_r, err_w] = cloexec_pipe();
+    pid_t pid = -1;
+    try {
+        pid = spawn_self(args, {{err_w, STDERR_FILENO}}, out_w);
+    } catch (...) {
+        for (int fd : {out_r, out_w, err_r, err_w}) ::close(fd);
+        throw;
+    }
+    ::close(out_w);
+    ::close(err_w);
+    CapturedChild result;
+    pollfd fds[2] = {{out_r, POLLIN, 0}, {err_r, POLLIN, 0}};
+    std::string* sinks[2] = {&result.out, &result.err};
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limit_ms);
+    int open = 2;
+    while (open > 0) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+            result.timed_out = true;
+            ::kill(pid, SIGKILL);
+            break;
+        }
+        if (::poll(fds, 2, static_cast<int>(left.count())) < 0 && errno != EINTR) break;
+        for (int i = 0; i < 2; ++i) {
+            if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+            char buffer[4096];
+            const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+            if (n > 0) {
+                sinks[i]->append(buffer, static_cast<std::size_t>(n));
+            } else if (n == 0 || errno != EINTR) {
+                ::close(fds[i].fd);
+                fds[i].fd = -1;
+                --open;
+            }
+        }
+    }
+    for (const pollfd& p : fds)
+        if (p.fd >= 0) ::close(p.fd);
+    result.status = wait_for(pid);
+    return result;
 }
 
 }  // namespace ember::app

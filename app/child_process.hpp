@@ -19,7 +19,7 @@ namespace ember::app {
 
 struct ChildFd {
     int fd;      // in this process
-    int target;  // its number in the child (>= 3)
+    int target;  // its number in the child (2 for its stderr, or >= 3)
 };
 
 // Starts /proc/self/exe with `args` (without argv[0]); `stdout_fd`, when set, becomes the
@@ -37,5 +37,14 @@ std::pair<int, int> cloexec_pipe();
 
 // Waits for `pid` (retrying on EINTR); the waitpid status.
 int wait_for(pid_t pid);
+
+// Runs /proc/self/exe with `args` to its end and returns what it wrote; one still
+// running after `limit_ms` is killed (timed_out).
+struct CapturedChild {
+    int status = 0;  // waitpid status
+    bool timed_out = false;
+    std::string out, err;
+};
+CapturedChild run_self_captured(const std::vector<std::string>& args, int limit_ms);
 
 }  // namespace ember::app

@@ -24,13 +24,15 @@ using Clock = std::chrono::steady_clock;
 // The hostile plugins, built once for the whole suite.
 struct HostilePlugins {
     TempDir dir;
-    fs::path hostile, ctor_crash, truncated;
+    fs::path hostile, ctor_crash, ctor_exit, truncated;
 
-    static fs::path build(const TempDir& dir, const std::string& source, const std::string& library) {
-        fs::copy_file(fs::path(EMBER_TEST_SOURCE_DIR) / "hostile" / source, dir.path() / source);
-        const auto built = run_command(fmt::format("cd {} && g++ -std=c++20 -shared -fPIC -I{} {} -o {}",
-                                                   shell_quote(dir.path().string()), EMBER_SDK_INCLUDE_DIR, source,
-                                                   library),
+    static fs::path build(const TempDir& dir, const std::string& source, const std::string& library,
+                          const std::string& flags = "") {
+        if (!fs::exists(dir.path() / source))
+            fs::copy_file(fs::path(EMBER_TEST_SOURCE_DIR) / "hostile" / source, dir.path() / source);
+        const auto built = run_command(fmt::format("cd {} && g++ -std=c++20 -shared -fPIC -I{} {} {} -o {}",
+                                                   shell_quote(dir.path().string()), EMBER_SDK_INCLUDE_DIR, flags,
+                                                   source, library),
                                        true);
         REQUIRE_MESSAGE(built.exit_code == 0, built.output);
         return dir.path() / library;
@@ -38,6 +40,7 @@ struct HostilePlugins {
     HostilePlugins() {
         hostile = build(dir, "hostile.cpp", "libhostile.so");
         ctor_crash = build(dir, "hostile_ctor.cpp", "libctor-crash.so");
+        ctor_exit = build(dir, "hostile_ctor.cpp", "libctor-exit.so", "-DEXIT_ON_LOAD");
         // A real plugin cut short, as a copy interrupted half-way leaves it.
         truncated = dir.path() / "libtruncated.so";
         fs::copy_file(builtin_plugin("finite-check"), truncated);
@@ -168,6 +171,32 @@ TEST_CASE("a write 100,000 floats past the tensor, a crashing static constructor
     } else {
         CHECK_MESSAGE(error.starts_with(fmt::format("plugin '{}'", plugins().truncated.string())), error);
     }
+}
+
+TEST_CASE("plugins validate inspects each plugin in a child: a crash or an exit while loading is named") {
+    const auto validate = [](const fs::path& plugin) {
+        return run_command(fmt::format("{} plugins validate {} 2>&1", shell_quote(EMBER_BINARY), shell_quote(plugin.string())));
+    };
+    const auto crash = validate(plugins().ctor_crash);
+    CHECK(crash.exit_code == 1);
+    CHECK(crash.output == fmt::format("error: plugin '{}' crashed (SIGSEGV) while loading\n", plugins().ctor_crash.string()));
+    const auto exits = validate(plugins().ctor_exit);
+    CHECK(exits.exit_code == 1);
+    CHECK(exits.output == fmt::format("error: plugin '{}' crashed (exit status 0) while loading\n", plugins().ctor_exit.string()));
+    const auto truncated = validate(plugins().truncated);
+    CHECK(truncated.exit_code == 1);
+    CHECK(truncated.output.starts_with(fmt::format("error: plugin '{}'", plugins().truncated.string())));
+    const auto fine = validate(plugins().hostile);  // loading it is harmless: validate never creates it
+    CHECK_MESSAGE(fine.exit_code == 0, fine.output);
+    CHECK(fine.output.find("name:        hostile\n") != std::string::npos);
+
+    // ...and as a run: the worker dies while loading, before any output directory exists.
+    TempDir dir;
+    const auto run = ember_run(dir, stories(experiment(plugins().ctor_exit)));
+    CHECK(run.exit_code == 1);
+    CHECK(error_line(run) == "plugin 'libctor-exit.so' crashed (exit status 0) while loading");
+    REQUIRE(run.has_report);
+    CHECK(str(run.report.at("crash").at("stage").at("stage")) == "load");
 }
 
 TEST_CASE("a crash replaces an earlier run.json that said ok, and leaves no manifest") {

@@ -1,12 +1,19 @@
-// A plugin whose static constructor crashes while the library is loaded (tests/run/supervise_test.cpp).
+// A plugin whose static constructor crashes while the library is loaded
+// (tests/run/supervise_test.cpp); built with -DEXIT_ON_LOAD it calls exit(0) instead.
 #include <ember/experiment.hpp>
+
+#include <cstdlib>
 
 namespace {
 
 struct CrashOnLoad {
     CrashOnLoad() {
+#ifdef EXIT_ON_LOAD
+        std::exit(0);
+#else
         volatile int* nowhere = nullptr;
         *nowhere = 1;
+#endif
     }
 } crash_on_load;
 

@@ -17,6 +17,7 @@
 
 #include "child_process.hpp"
 #include "common/atomic_file.hpp"
+#include "common/error.hpp"
 #include "common/json_pretty.hpp"
 #include "experiments/plugin_library.hpp"
 #include "experiments/stage_record.hpp"
@@ -34,7 +35,10 @@ namespace fs = std::filesystem;
 constexpr int kInputFd = 3;
 constexpr int kRecordFd = 4;
 constexpr int kControlFd = 5;
-constexpr int kPollMs = 20;
+// How often the supervisor looks at the clock: often when a limit is set, rarely otherwise
+// (only to notice a worker that ended while something it started holds the pipe open).
+constexpr int kPollMsWithLimits = 20;
+constexpr int kPollMsWithoutLimits = 500;
 
 [[noreturn]] void fail_errno(const char* what) { throw Error(fmt::format("{}: {}", what, std::strerror(errno))); }
 
@@ -239,7 +243,7 @@ RunOutcome supervise_run(const config::RunConfig& config, const LoadedModel& mod
     const std::string run_id = options.run_id.empty() ? make_run_id() : options.run_id;
     experiments::SharedStageRecord shared = experiments::SharedStageRecord::create();
     const experiments::StageRecord& record = shared.record();
-    const WorkerInput input{config, config::config_hash(config), run_id, model.path.string(), model.sha256};
+    const WorkerInput input{config, config::config_hash(config), run_id, model.path.string(), model.sha256, model.load_ms};
     const Fd input_fd(memfd_with(json::serialize(worker_input_json(input))));
     const auto [read_end, write_end] = cloexec_pipe();
     Fd control(read_end);
@@ -262,7 +266,7 @@ RunOutcome supervise_run(const config::RunConfig& config, const LoadedModel& mod
     bool open = true;
     while (open) {
         pollfd p{control.get(), POLLIN, 0};
-        const int ready = ::poll(&p, 1, kPollMs);
+        const int ready = ::poll(&p, 1, stage_limit_ns > 0 || run_limit_ns > 0 ? kPollMsWithLimits : kPollMsWithoutLimits);
         if (ready < 0 && errno != EINTR) fail_errno("cannot wait for the worker");
         if (ready > 0) {
             char buffer[4096];
@@ -315,7 +319,7 @@ RunOutcome supervise_run(const config::RunConfig& config, const LoadedModel& mod
     } catch (const std::exception& e) {
         fmt::print(stderr, "ember: {} was not written: {}\n", (config.output.dir / "run.json").string(), e.what());
     }
-    throw RunCrashed(crash.message, crash.outcome);
+    throw Error(crash.message);
 }
 
 namespace {
@@ -348,6 +352,7 @@ private:
 
 void run_worker() {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the supervisor gone: nobody would read this run
+    for (int fd : {kInputFd, kRecordFd, kControlFd}) ::fcntl(fd, F_SETFD, FD_CLOEXEC);  // not for plugins' children
     const Control control(kControlFd);
     std::optional<WorkerInput> input;
     std::optional<experiments::SharedStageRecord> shared;
@@ -369,7 +374,8 @@ void run_worker() {
         control.end("refused", json::object{{"message", e.what()}});
     }
     try {
-        const LoadedModel model(input->model_path, family_from_config(input->config), input->model_sha256);
+        LoadedModel model(input->model_path, family_from_config(input->config), input->model_sha256);
+        model.load_ms += input->model_load_ms;  // what this run spent loading: the supervisor's load and this one
         RunOptions options;
         options.run_id = input->run_id;
         options.progress = &shared->record();

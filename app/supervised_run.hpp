@@ -11,7 +11,7 @@
 // OOM killer. A call still running 1 s past hooks.timeout_ms, or a run past
 // hooks.run_timeout_s, is ended by the supervisor (SIGKILL). Then the supervisor removes
 // what the worker left half-written (its temporaries, a manifest), writes run.json with
-// "outcome": "crashed" or "timed_out", and throws RunCrashed:
+// "outcome": "crashed" or "timed_out", and throws ember::Error:
 //   experiment 'NAME' crashed (SIGSEGV) in after_mlp (phase=decode, layer=3)
 //   experiment 'NAME' timed out after 1000 ms in after_mlp (phase=decode, layer=3) (hooks.timeout_ms = 100)
 //
@@ -20,7 +20,6 @@
 
 #include <string>
 
-#include "common/error.hpp"
 #include "run_job.hpp"
 
 namespace ember::app {
@@ -29,18 +28,8 @@ namespace ember::app {
 // call that returns late in that time fails by the policy, as an unsupervised run does).
 inline constexpr std::uint32_t kTimeoutGraceMs = 1000;
 
-// A supervised run whose worker did not finish. what() is the message above.
-class RunCrashed : public Error {
-public:
-    RunCrashed(const std::string& message, std::string outcome) : Error(message), outcome_(std::move(outcome)) {}
-    const std::string& outcome() const { return outcome_; }  // "crashed" | "timed_out"
-
-private:
-    std::string outcome_;
-};
-
-// Runs `config` in a worker and supervises it. As execute_run (its caller), plus
-// RunCrashed. options.observer must be null (an observer cannot cross processes).
+// Runs `config` in a worker and supervises it; returns and throws as execute_run (its
+// caller) does. options.observer must be null (an observer cannot cross processes).
 RunOutcome supervise_run(const config::RunConfig& config, const LoadedModel& model, const RunOptions& options);
 
 // `ember run --worker`: the worker's side. Never returns.

@@ -18,56 +18,23 @@ T number(const json::value& v, std::string_view key) {
     return v.at(key).to_number<T>();
 }
 
-json::array u32_list(const std::vector<std::uint32_t>& values) { return json::array(values.begin(), values.end()); }
 std::vector<std::uint32_t> u32_list(const json::value& v) {
     std::vector<std::uint32_t> out;
     for (const auto& x : v.as_array()) out.push_back(x.to_number<std::uint32_t>());
     return out;
 }
 
+// The config as run.json records it (config::to_json), plus what that leaves out.
 json::object config_json(const config::RunConfig& c) {
-    json::object prompt{{"add_bos", static_cast<int>(c.prompt.add_bos)}};
-    if (c.prompt.text) prompt["text"] = *c.prompt.text;
-    if (c.prompt.file) prompt["file"] = c.prompt.file->string();
-    json::object output{{"dir", c.output.dir.string()},
-                        {"extract", c.output.extract},
-                        {"stages", json::array(c.output.stages.begin(), c.output.stages.end())},
-                        {"layers", c.output.layers ? json::value(u32_list(*c.output.layers)) : json::value(nullptr)},
-                        {"positions_kind", static_cast<int>(c.output.positions.kind)},
-                        {"positions", u32_list(c.output.positions.list)},
-                        {"logits", static_cast<int>(c.output.logits)},
-                        {"logit_lens", c.output.logit_lens}};
-    json::array experiments;
-    for (const auto& e : c.experiments) {
-        experiments.push_back({{"plugin", e.plugin.string()},
-                               {"config_json", e.config_json},
-                               {"base_dir", e.base_dir.string()},
-                               {"origin", e.origin}});
-    }
-    return {{"source", c.source.string()},
-            {"model",
-             {{"path", c.model.path.string()},
-              {"arch", c.model.arch},
-              {"route", c.model.route},
-              {"kv_type", c.model.kv_type},
-              {"threads", c.model.threads},
-              {"ctx", c.model.ctx}}},
-            {"prompt", std::move(prompt)},
-            {"generation",
-             {{"max_tokens", c.generation.max_tokens},
-              {"temperature", c.generation.temperature},
-              {"top_k", c.generation.top_k},
-              {"top_p", c.generation.top_p},
-              {"seed", c.generation.seed}}},
-            {"tracing", {{"enabled", c.tracing.enabled}, {"path", c.tracing.path.string()}}},
-            {"output", std::move(output)},
-            {"hooks",
-             {{"failure", static_cast<int>(c.hooks.failure)},
-              {"timeout_ms", c.hooks.timeout_ms},
-              {"run_timeout_s", c.hooks.run_timeout_s}}},
-            {"experiments", std::move(experiments)}};
+    json::object out = config::to_json(c);
+    out["source"] = c.source.string();
+    json::array entries;
+    for (const auto& e : c.experiments) entries.push_back({{"config_json", e.config_json}, {"origin", e.origin}});
+    out["experiment_entries"] = std::move(entries);
+    return out;
 }
 
+// The reverse of config_json; worker_input_from_json checks the result's hash.
 config::RunConfig config_from_json(const json::value& v) {
     config::RunConfig c;
     c.source = text(v, "source");
@@ -81,7 +48,8 @@ config::RunConfig config_from_json(const json::value& v) {
     const json::value& p = v.at("prompt");
     if (p.as_object().contains("text")) c.prompt.text = text(p, "text");
     if (p.as_object().contains("file")) c.prompt.file = fs::path(text(p, "file"));
-    c.prompt.add_bos = static_cast<config::AddBos>(number<int>(p, "add_bos"));
+    const json::value& bos = p.at("add_bos");
+    c.prompt.add_bos = bos.is_string() ? config::AddBos::Auto : bos.as_bool() ? config::AddBos::Yes : config::AddBos::No;
     const json::value& g = v.at("generation");
     c.generation = {number<std::uint32_t>(g, "max_tokens"), number<double>(g, "temperature"),
                     number<std::uint32_t>(g, "top_k"), number<double>(g, "top_p"), number<std::uint64_t>(g, "seed")};
@@ -92,16 +60,24 @@ config::RunConfig config_from_json(const json::value& v) {
     c.output.extract = o.at("extract").as_bool();
     c.output.stages.clear();
     for (const auto& s : o.at("stages").as_array()) c.output.stages.emplace_back(s.as_string());
-    if (!o.at("layers").is_null()) c.output.layers = u32_list(o.at("layers"));
-    c.output.positions = {static_cast<config::PositionSelection::Kind>(number<int>(o, "positions_kind")),
-                          u32_list(o.at("positions"))};
-    c.output.logits = static_cast<config::LogitsDump>(number<int>(o, "logits"));
+    if (o.at("layers").is_array()) c.output.layers = u32_list(o.at("layers"));
+    const json::value& positions = o.at("positions");
+    if (positions.is_array()) c.output.positions = {config::PositionSelection::Kind::List, u32_list(positions)};
+    else if (positions.as_string() == "last") c.output.positions.kind = config::PositionSelection::Kind::Last;
+    const std::string logits = text(o, "logits");
+    c.output.logits = logits == "last" ? config::LogitsDump::Last
+                      : logits == "all" ? config::LogitsDump::All
+                                        : config::LogitsDump::None;
     c.output.logit_lens = number<std::uint32_t>(o, "logit_lens");
     const json::value& h = v.at("hooks");
-    c.hooks = {static_cast<config::FailurePolicy>(number<int>(h, "failure")), number<std::uint32_t>(h, "timeout_ms"),
-               number<std::uint32_t>(h, "run_timeout_s")};
-    for (const auto& e : v.at("experiments").as_array())
-        c.experiments.push_back({text(e, "plugin"), text(e, "config_json"), text(e, "base_dir"), text(e, "origin")});
+    c.hooks = {text(h, "failure") == "fail_open" ? config::FailurePolicy::FailOpen : config::FailurePolicy::Strict,
+               number<std::uint32_t>(h, "timeout_ms"), number<std::uint32_t>(h, "run_timeout_s")};
+    const json::array& experiments = v.at("experiments").as_array();
+    const json::array& entries = v.at("experiment_entries").as_array();
+    for (std::size_t i = 0; i < experiments.size(); ++i) {
+        c.experiments.push_back({text(experiments[i], "plugin"), text(entries.at(i), "config_json"),
+                                 text(experiments[i], "base_dir"), text(entries.at(i), "origin")});
+    }
     return c;
 }
 
@@ -116,13 +92,14 @@ json::object worker_input_json(const WorkerInput& input) {
             {"config_hash", input.config_hash},
             {"run_id", input.run_id},
             {"model_path", input.model_path},
-            {"model_sha256", input.model_sha256}};
+            {"model_sha256", input.model_sha256},
+            {"model_load_ms", input.model_load_ms}};
 }
 
 WorkerInput worker_input_from_json(const json::value& v) {
     try {
         WorkerInput input{config_from_json(v.at("config")), text(v, "config_hash"), text(v, "run_id"),
-                          text(v, "model_path"), text(v, "model_sha256")};
+                          text(v, "model_path"), text(v, "model_sha256"), number<double>(v, "model_load_ms")};
         if (config::config_hash(input.config) != input.config_hash)
             throw Error("the config the worker rebuilt does not hash as the supervisor's (a field it does not carry?)");
         return input;

@@ -28,6 +28,7 @@ struct WorkerInput {
     std::string run_id;
     std::string model_path;
     std::string model_sha256;
+    double model_load_ms = 0;  // the supervisor's load of the model (run.json adds the worker's)
 };
 
 boost::json::object worker_input_json(const WorkerInput& input);

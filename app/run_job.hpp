@@ -21,7 +21,8 @@
 // the error, what was generated so far), but no trace journal and no manifest, and then
 // propagates: ExperimentFailure for a strict experiment failure (on_error was told
 // first), any other error after the experiments are told through on_error. Under fail_open a failing experiment is listed
-// in run.json and the run goes on.
+// in run.json and the run goes on. A supervised run throws ember::Error with the same
+// message, or with the crash's when its worker did not finish (run.json says "crashed").
 #pragma once
 
 #include <boost/json/object.hpp>

@@ -35,9 +35,10 @@ namespace fs = std::filesystem;
 constexpr int kInputFd = 3;
 constexpr int kRecordFd = 4;
 constexpr int kControlFd = 5;
-// How often the supervisor looks at the clock: often when a limit is set, rarely otherwise
-// (only to notice a worker that ended while something it started holds the pipe open).
-constexpr int kPollMsWithLimits = 20;
+// How often the supervisor looks at the clock: when a limit is set, well within the 1 s
+// grace past timeout_ms; otherwise rarely (only to notice a worker that ended while
+// something it started holds the pipe open).
+constexpr int kPollMsWithLimits = 100;
 constexpr int kPollMsWithoutLimits = 500;
 
 [[noreturn]] void fail_errno(const char* what) { throw Error(fmt::format("{}: {}", what, std::strerror(errno))); }

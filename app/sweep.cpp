@@ -137,7 +137,9 @@ void read_result(Planned& p) {
     }
     if (p.run.outcome != SweepOutcome::Skipped) {
         p.run.outcome = SweepOutcome::Failed;
-        if (report && report->at("outcome") == "failed") p.run.error = json::value_to<std::string>(report->at("error"));
+        // A failed, crashed or timed-out run records why.
+        if (report && report->at("outcome") != "ok" && report->at("error").is_string())
+            p.run.error = json::value_to<std::string>(report->at("error"));
         else if (report) p.run.error = fmt::format("the result in {} does not verify (ember verify says why)", dir.string());
         else p.run.error = fmt::format("no result in {} (not run, or interrupted)", dir.string());
         return;

@@ -1,5 +1,5 @@
 // ember extract --model MODEL (--prompt TEXT | --file PATH) --out DIR [--stages S,...]
-//               [--layers all|N,M] [--positions all|last|N,M] [--logits none|last|all]
+//               [--layers all|N,M] [--positions all|last|N,M | --select SPEC] [--logits none|last|all]
 //               [--logit-lens K] [--route fast|reference] [--arch A] [--threads N]
 //               [--ctx N] [--no-bos] [--trace FILE] [--json]
 // ember extract CONFIG.toml [--json]
@@ -50,7 +50,10 @@ config::RunConfig config_from_options(const po::variables_map& vm) {
     c.output.extract = true;
     extract::parse_stages(vm["stages"].as<std::string>(), c.output);
     extract::parse_layers(vm["layers"].as<std::string>(), c.output);
-    extract::parse_positions(vm["positions"].as<std::string>(), c.output);
+    if (vm.count("select") && !vm["positions"].defaulted())
+        throw UsageError("ember extract: --select and --positions are two spellings of one request: give one");
+    if (vm.count("select")) extract::parse_select(vm["select"].as<std::string>(), c.output);
+    else extract::parse_positions(vm["positions"].as<std::string>(), c.output);
     extract::parse_logits(vm["logits"].as<std::string>(), c.output);
     const long long lens = vm["logit-lens"].as<long long>();
     if (lens < 0 || lens > (1 << 20)) throw UsageError("--logit-lens K must be in [0, 1048576] (0: no lens)");
@@ -77,6 +80,8 @@ int run_extract(const std::vector<std::string>& args) {
          "comma-separated: before_layer, after_attention, after_mlp, after_layer, before_logits, after_logits")
         ("layers", po::value<std::string>()->default_value("all"), "all, or comma-separated layer indices")
         ("positions", po::value<std::string>()->default_value("all"), "all, last, or comma-separated prompt positions")
+        ("select", po::value<std::string>(),
+         "a selection spec: all, first, last, 3,-1, bytes:A-B, chars:A-B, substring:TEXT[#K], each [:first|:last]")
         ("logits", po::value<std::string>()->default_value("none"), "logits.npy: none, last or all positions")
         ("logit-lens", po::value<long long>()->default_value(0), "top-K logit lens for every chosen layer (0: off)")
         ("route", po::value<std::string>()->default_value("fast"), "kernels: fast|reference")

@@ -30,6 +30,8 @@ json::object tensor_contract(const Selection& s) {
         {"stages", std::move(stages)},
         {"layers", json::value_from(s.layers)},
         {"positions", json::value_from(s.positions)},
+        {"select", s.spec},
+        {"partial", json::value_from(s.partial)},
         {"rows", "one row per selected prompt position, ascending; position p is tokenizer.token_ids[p]"},
         {"columns", "the stage's features: n_embd for layer stages and before_logits, n_vocab for after_logits"},
         {"values", "float32 exactly as the engine computed them (no normalization, no rounding)"},
@@ -148,7 +150,7 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     const auto route = runtime::route_from_name(config.model.route);
     if (!route) throw Error(fmt::format("model.route '{}' is not one of reference, fast", config.model.route));
     const EncodedPrompt prompt = encode_prompt(model.tokenizer, read_prompt(config.prompt), config.prompt.add_bos);
-    const Selection selection = resolve(config.output, model.model->config(), prompt.ids.size());
+    const Selection selection = resolve(config.output, model.model->config(), prompt.text, prompt.tokens);
     const std::size_t threads = effective_threads(config.model.threads);
 
     // Opening the directory removes an earlier manifest before anything is written.

@@ -130,8 +130,12 @@ OutputSection parse_output(const toml::table& table, const std::string& file, co
         if (table.contains("positions")) r.fail(*node, "output.select and output.positions are two spellings of one key: give one");
         o.positions = {PositionSelection::Kind::Spec, {}, checked_spec(r, *node, "output.select")};
     }
-    if (auto v = r.choice("logits", {"none", "last", "all"}))
-        o.logits = *v == "none" ? LogitsDump::None : *v == "last" ? LogitsDump::Last : LogitsDump::All;
+    if (auto v = r.choice("logits", {"none", "last", "all", "selected"})) {
+        o.logits = *v == "none"   ? LogitsDump::None
+                   : *v == "last" ? LogitsDump::Last
+                   : *v == "all"  ? LogitsDump::All
+                                  : LogitsDump::Selected;
+    }
     if (auto v = r.integer("logit_lens", 0, 1 << 20)) o.logit_lens = static_cast<std::uint32_t>(*v);
     r.finish();
     return o;
@@ -181,6 +185,7 @@ std::string_view logits_dump_name(LogitsDump dump) {
         case LogitsDump::None: return "none";
         case LogitsDump::Last: return "last";
         case LogitsDump::All: return "all";
+        case LogitsDump::Selected: return "selected";
     }
     return "none";
 }

@@ -60,7 +60,8 @@ struct PositionSelection {
     std::string spec;                 // Kind::Spec: the spec's text form
 };
 
-enum class LogitsDump { None, Last, All };
+// Which rows' logits an extraction writes: none, the last, every row, or the selected rows.
+enum class LogitsDump { None, Last, All, Selected };
 
 // Where the run writes, and what a hidden-state extraction records (docs/extraction.md).
 // `ember extract` always extracts; `ember run` when `extract` is true.
@@ -74,7 +75,7 @@ struct OutputSection {
     std::uint32_t logit_lens = 0;  // top-K per position and chosen layer; 0 = off
 };
 
-std::string_view logits_dump_name(LogitsDump dump);  // "none" | "last" | "all"
+std::string_view logits_dump_name(LogitsDump dump);  // "none" | "last" | "all" | "selected"
 // The output section's extraction keys as JSON (what the manifest and run.json record).
 boost::json::object extraction_json(const OutputSection& output);
 

@@ -44,7 +44,8 @@ bool Selection::has_layer(std::uint32_t layer) const {
 
 bool Selection::needs_all_logits() const {
     if (logits == config::LogitsDump::All) return true;
-    const bool logits_stage = has(hooks::Stage::BeforeLogits) || has(hooks::Stage::AfterLogits);
+    const bool logits_stage = has(hooks::Stage::BeforeLogits) || has(hooks::Stage::AfterLogits) ||
+                              logits == config::LogitsDump::Selected;
     return logits_stage && !(positions.size() == 1 && positions[0] + 1 == n_tokens);
 }
 
@@ -183,7 +184,8 @@ void parse_logits(const std::string& text, config::OutputSection& output) {
     if (text == "none") output.logits = config::LogitsDump::None;
     else if (text == "last") output.logits = config::LogitsDump::Last;
     else if (text == "all") output.logits = config::LogitsDump::All;
-    else throw UsageError(fmt::format("--logits '{}' is not one of none, last, all", text));
+    else if (text == "selected") output.logits = config::LogitsDump::Selected;
+    else throw UsageError(fmt::format("--logits '{}' is not one of none, last, all, selected", text));
 }
 
 }  // namespace ember::extract

@@ -451,7 +451,7 @@ logit_lens = 10
     CHECK(error_of(out + "positions = 3\n") ==
           "x.toml:6:13: output.positions must be \"all\", \"last\" or an array of integers, not an integer");
     CHECK(error_of(out + "positions = [2, 2]\n") == "x.toml:6:17: output.positions: 2 is given twice");
-    CHECK(error_of(out + "logits = \"first\"\n") == "x.toml:6:10: output.logits = \"first\" is not one of \"none\", \"last\", \"all\"");
+    CHECK(error_of(out + "logits = \"first\"\n") == "x.toml:6:10: output.logits = \"first\" is not one of \"none\", \"last\", \"all\", \"selected\"");
     CHECK(error_of(out + "logit_lens = -1\n") == "x.toml:6:14: output.logit_lens = -1 is outside [0, 1048576]");
     CHECK(error_of(out + "extract = \"yes\"\n") == "x.toml:6:11: output.extract must be true or false, not a string");
     CHECK(error_of(out + "stage = [\"after_layer\"]\n") ==

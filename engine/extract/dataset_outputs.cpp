@@ -115,6 +115,10 @@ void DatasetOutputs::finish() {
     if (targets_npy_) targets_npy_->finish();
     std::error_code ec;
     fs::remove(dir_ / kProgressName, ec);
+    // A process killed while it replaced progress.json leaves that write's temporary.
+    const std::string stale = std::string(kProgressName) + ".tmp.";
+    for (const auto& e : fs::directory_iterator(dir_, ec))
+        if (e.path().filename().string().starts_with(stale)) fs::remove(e.path(), ec);
 }
 
 }  // namespace ember::extract

@@ -276,6 +276,79 @@ void evaluate_sample(runtime::Session& session, const LoadedModel& model, runtim
     if (sel.lens_top_k > 0) s.lens = logit_lens(*model.model, route, threads, s.extractor->lens_sources(), sel.lens_top_k);
 }
 
+// The hooks of a packed evaluation: every stage's rows cut into the samples' own and
+// handed to each sample's Extractor as if its prefill ran alone (positions from 0).
+class PackedHooks final : public hooks::ActiveHooks {
+public:
+    PackedHooks(std::vector<SampleRows*> samples, bool all_logits) : samples_(std::move(samples)), all_logits_(all_logits) {}
+
+    void before_layer(const hooks::EvalInfo& e, std::uint32_t l, hooks::TensorView v) override {
+        split(e, v, [&](Extractor& x, const hooks::EvalInfo& i, hooks::TensorView s) { x.before_layer(i, l, s); });
+    }
+    void after_attention(const hooks::EvalInfo& e, std::uint32_t l, hooks::TensorView v) override {
+        split(e, v, [&](Extractor& x, const hooks::EvalInfo& i, hooks::TensorView s) { x.after_attention(i, l, s); });
+    }
+    void after_mlp(const hooks::EvalInfo& e, std::uint32_t l, hooks::TensorView v) override {
+        split(e, v, [&](Extractor& x, const hooks::EvalInfo& i, hooks::TensorView s) { x.after_mlp(i, l, s); });
+    }
+    void after_layer(const hooks::EvalInfo& e, std::uint32_t l, hooks::TensorView v) override {
+        split(e, v, [&](Extractor& x, const hooks::EvalInfo& i, hooks::TensorView s) { x.after_layer(i, l, s); });
+    }
+    void before_logits(const hooks::EvalInfo& e, hooks::TensorView v) override {
+        if (all_logits_) split(e, v, [&](Extractor& x, const hooks::EvalInfo& i, hooks::TensorView s) { x.before_logits(i, s); });
+    }
+    void after_logits(const hooks::EvalInfo& e, hooks::TensorView v) override {
+        if (all_logits_) split(e, v, [&](Extractor& x, const hooks::EvalInfo& i, hooks::TensorView s) { x.after_logits(i, s); });
+    }
+
+private:
+    template <class F>
+    void split(const hooks::EvalInfo& packed, hooks::TensorView v, F&& f) {
+        std::size_t row = 0;
+        for (SampleRows* s : samples_) {
+            const std::size_t n = s->prepared->evaluated.ids.size();
+            hooks::EvalInfo info = packed;
+            info.start_position = 0;
+            info.n_tokens = n;
+            f(*s->extractor, info, hooks::TensorView{v.data + row * v.cols, n, v.cols});
+            row += n;
+        }
+    }
+
+    std::vector<SampleRows*> samples_;
+    bool all_logits_;
+};
+
+// Evaluates the samples in one packed prefill (no experiments: see docs/extraction.md).
+void evaluate_packed(runtime::Session& session, const LoadedModel& model, runtime::Route route, std::size_t threads,
+                     std::vector<SampleRows*> samples) {
+    std::vector<std::int32_t> tokens;
+    std::vector<std::size_t> lengths;
+    bool all_logits = false;
+    for (SampleRows* s : samples) {
+        const Prepared& p = *s->prepared;
+        tokens.insert(tokens.end(), p.evaluated.ids.begin(), p.evaluated.ids.end());
+        lengths.push_back(p.evaluated.ids.size());
+        const Selection& sel = *p.selection;
+        // A packed evaluation computes the logits of every row or of its very last one only.
+        all_logits |= sel.has(hooks::Stage::BeforeLogits) || sel.has(hooks::Stage::AfterLogits) ||
+                      sel.logits != config::LogitsDump::None || p.sample.target.has_value();
+        s->extractor.emplace(sel);
+    }
+    PackedHooks hooks(samples, all_logits);
+    session.reset();
+    const kernels::ConstRows logits = session.prefill_packed(tokens, lengths, all_logits, &hooks);
+    std::size_t row = 0;
+    for (SampleRows* s : samples) {
+        const Prepared& p = *s->prepared;
+        s->extractor->check_complete();
+        if (p.sample.target) s->target = target_logprobs(p, logits.slice(row, p.evaluated.ids.size()));
+        row += p.evaluated.ids.size();
+        if (p.selection->lens_top_k > 0)
+            s->lens = logit_lens(*model.model, route, threads, s->extractor->lens_sources(), p.selection->lens_top_k);
+    }
+}
+
 void draw_progress(const RunPoint& point, std::size_t total_samples, std::size_t total_tokens, std::size_t tokens_at_start,
                    double seconds) {
     const double rate = seconds > 0 ? static_cast<double>(point.tokens - tokens_at_start) / seconds : 0;
@@ -372,9 +445,11 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     if (const auto kv_type = kernels::kv_type_from_name(config.model.kv_type)) session_options.kv_type = *kv_type;
     session_options.context_length = config.model.ctx;
     session_options.threads = threads;
-    session_options.max_batch = longest;
+    session_options.max_batch = std::max<std::size_t>(longest, batch_tokens);
     session_options.all_logits = shape.needs_all_logits() || any_target;
     runtime::Session session(*model.model, session_options);
+    // A packed evaluation holds its samples' K/V side by side: it fits the context.
+    const std::size_t pack_tokens = std::min(batch_tokens, session.context_length());
 
     DatasetResult result;
     result.dir = writer.dir();
@@ -387,24 +462,36 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     Sample sample;
     for (std::size_t i = 0; i < point.samples && reader.next(sample); ++i) {}  // finished by an earlier process
     Appender appender(out, model);
-    bool more = true;
-    while (more) {
-        // One batch: consecutive samples up to batch_tokens tokens (at least one sample).
+    std::optional<Prepared> pending;  // read, but beyond the previous batch
+    while (true) {
+        // One batch: consecutive samples of at most pack_tokens tokens in all (a longer
+        // sample alone); with experiments, each sample still has an evaluation of its own.
         std::vector<Prepared> batch;
         std::size_t tokens = 0;
-        while ((more = reader.next(sample))) {
-            Prepared p = prepare(request, std::move(sample), file);
-            tokens += p.evaluated.ids.size();
+        while (pending || reader.next(sample)) {
+            Prepared p = pending ? std::move(*pending) : prepare(request, std::move(sample), file);
+            pending.reset();
+            const std::size_t n = p.selection ? p.evaluated.ids.size() : 0;
+            if (!batch.empty() && tokens + n > pack_tokens) {
+                pending = std::move(p);
+                break;
+            }
+            tokens += n;
             batch.push_back(std::move(p));
-            if (tokens >= batch_tokens) break;
         }
         if (batch.empty()) break;
         std::vector<SampleRows> rows(batch.size());
+        std::vector<SampleRows*> evaluated;
         for (std::size_t i = 0; i < batch.size(); ++i) {
             rows[i].prepared = &batch[i];
-            if (batch[i].selection)
-                evaluate_sample(session, model, *route, threads, options.experiments, rows[i],
-                                sample_name(batch[i].sample, file));
+            if (batch[i].selection) evaluated.push_back(&rows[i]);
+        }
+        if (options.experiments || evaluated.size() == 1) {
+            for (SampleRows* r : evaluated)
+                evaluate_sample(session, model, *route, threads, options.experiments, *r,
+                                sample_name(r->prepared->sample, file));
+        } else if (!evaluated.empty()) {
+            evaluate_packed(session, model, *route, threads, evaluated);
         }
         for (const SampleRows& r : rows) appender.append(r, point);
         out.checkpoint(point);
@@ -434,7 +521,8 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
           {"layers", json::value_from(shape.layers)},
           {"select", config.dataset.select},
           {"rows", "row r of every array is line r of rows.jsonl: its sample, position, token and byte span"},
-          {"evaluation", "each sample alone: positions from 0, attending only to its own tokens"}}},
+          {"evaluation", "each sample at positions from 0, attending only to its own tokens; several samples "
+                         "may share one packed evaluation (batch_tokens), which changes no value"}}},
         {"dataset",
          {{"path", file.string()},
           {"sha256", info.sha256},

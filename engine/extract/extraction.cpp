@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <boost/json/serialize.hpp>
 #include <boost/json/value_from.hpp>
 
 #include <chrono>
@@ -86,9 +87,19 @@ WrittenArrays write_arrays(RunDirectoryWriter& writer, const Extractor& extracto
             const FileRecord ids = writer.write_npy_i32(fmt::format("logit_lens.layer{}.ids.npy", l.layer), l.ids.data(), shape);
             const FileRecord values =
                 writer.write_npy_f32(fmt::format("logit_lens.layer{}.logits.npy", l.layer), l.logits.data(), shape);
+            // The ids' pieces, [positions][k]: text when valid UTF-8, else null.
+            json::array pieces;
+            for (std::size_t p = 0; p < l.positions.size(); ++p) {
+                json::array row;
+                for (std::size_t j = 0; j < l.k; ++j) row.push_back(piece_text(model.tokenizer.piece(l.ids[p * l.k + j], true)));
+                pieces.push_back(std::move(row));
+            }
+            const FileRecord pieces_file =
+                writer.write_text(fmt::format("logit_lens.layer{}.pieces.json", l.layer), json::serialize(pieces) + "\n");
             layers.push_back({{"layer", l.layer},
                               {"ids_file", ids.name},
                               {"logits_file", values.name},
+                              {"pieces_file", pieces_file.name},
                               {"positions", json::value_from(l.positions)},
                               {"shape", json::value_from(shape)}});
         }

@@ -270,3 +270,67 @@ TEST_CASE("kill -9 at several points: the same command again finishes the run, b
 }
 
 }  // namespace ember::test
+
+namespace ember::test {
+
+TEST_CASE("[dataset] in a run config is the same request as the options") {
+    TempDir dir;
+    const fs::path data = dir.path() / "d.jsonl";
+    write_all(data, jsonl_line("كتب الطالب الدرس") + jsonl_line("ثم كتب رسالة", {{"target", " طويلة"}}));
+    const std::string model = model_file("synth-qwen3-q8_0").string();
+    const CommandResult a = ember(fmt::format("extract --model {} --dataset {} --out {} --threads 1 --layers 0,1 "
+                                              "--select substring:كتب --batch-tokens 7",
+                                              shell_quote(model), shell_quote(data.string()),
+                                              shell_quote((dir.path() / "options").string())));
+    REQUIRE_MESSAGE(a.exit_code == 0, a.output);
+    write_all(dir.path() / "run.toml", fmt::format("[model]\npath = \"{}\"\nthreads = 1\n[dataset]\npath = \"d.jsonl\"\n"
+                                                   "select = \"substring:كتب\"\nbatch_tokens = 7\n[output]\ndir = \"config\"\n"
+                                                   "layers = [0, 1]\n",
+                                                   model));
+    const CommandResult b = ember(fmt::format("extract {}", shell_quote((dir.path() / "run.toml").string())));
+    REQUIRE_MESSAGE(b.exit_code == 0, b.output);
+    CHECK(run_files(dir.path() / "options") == run_files(dir.path() / "config"));
+
+    write_all(dir.path() / "bad.toml", fmt::format("[model]\npath = \"{}\"\n[dataset]\npath = \"d.jsonl\"\nselect = \"bytes:9-2\"\n", model));
+    const CommandResult bad = ember(fmt::format("extract {}", shell_quote((dir.path() / "bad.toml").string())));
+    CHECK(bad.exit_code != 0);
+    CHECK_MESSAGE(bad.output.find("bad.toml:5:10: dataset.select: selection 'bytes:9-2': the range is empty") !=
+                      std::string::npos,
+                  bad.output);
+}
+
+TEST_CASE("single-prompt extract --select writes the rows the spec names") {
+    TempDir dir;
+    const std::string text = "كتب الطالب الدرس ثم كتب رسالة";
+    const std::string model = model_file("stories260K").string();
+    const CommandResult all = ember(fmt::format("extract --model {} --prompt {} --out {} --threads 1 --layers 2",
+                                                shell_quote(model), shell_quote(text), shell_quote((dir.path() / "all").string())));
+    REQUIRE_MESSAGE(all.exit_code == 0, all.output);
+    const CommandResult some = ember(fmt::format("extract --model {} --prompt {} --out {} --threads 1 --layers 2 --select {}",
+                                                 shell_quote(model), shell_quote(text), shell_quote((dir.path() / "some").string()),
+                                                 shell_quote("substring:كتب#2")));
+    REQUIRE_MESSAGE(some.exit_code == 0, some.output);
+    const json::object manifest = json::parse(read_all(dir.path() / "some" / "manifest.json")).as_object();
+    const json::object& contract = manifest.at("tensor_contract").as_object();
+    CHECK(contract.at("select").as_string() == "substring:كتب#2");
+    const json::array& positions = contract.at("positions").as_array();
+    const json::array& tokens = manifest.at("tokenizer").at("tokens").as_array();
+    const std::size_t second = text.find("كتب", 1);
+    REQUIRE(!positions.empty());
+    const npy::Array full = npy::read(dir.path() / "all" / "after_layer.layer2.npy");
+    const npy::Array chosen = npy::read(dir.path() / "some" / "after_layer.layer2.npy");
+    for (std::size_t i = 0; i < positions.size(); ++i) {
+        const std::size_t p = positions[i].to_number<std::size_t>();
+        const json::object& t = tokens[p].as_object();
+        CHECK(t.at("start").to_number<std::size_t>() < second + std::string("كتب").size());
+        CHECK(t.at("end").to_number<std::size_t>() > second);
+        CHECK(same_bits(rows_of(chosen, i, 1), rows_of(full, p, 1)));
+    }
+    const CommandResult none = ember(fmt::format("extract --model {} --prompt {} --out {} --select {}", shell_quote(model),
+                                                 shell_quote(text), shell_quote((dir.path() / "none").string()),
+                                                 shell_quote("substring:درس#2")));
+    CHECK(none.exit_code == 1);
+    CHECK(none.output.find("selects nothing") != std::string::npos);
+}
+
+}  // namespace ember::test

@@ -89,6 +89,7 @@ config::RunConfig config_from_options(const po::variables_map& vm) {
     const long long lens = vm["logit-lens"].as<long long>();
     if (lens < 0 || lens > (1 << 20)) throw UsageError("--logit-lens K must be in [0, 1048576] (0: no lens)");
     c.output.logit_lens = static_cast<std::uint32_t>(lens);
+    if (vm.count("trace") && c.dataset.path) throw UsageError("ember extract --dataset: --trace is not supported yet");
     if (vm.count("trace")) {
         c.tracing.enabled = true;
         c.tracing.path = absolute(vm["trace"].as<std::string>());
@@ -136,7 +137,7 @@ int run_dataset(const extract::LoadedModel& model, const config::RunConfig& conf
     } else {
         fmt::print(stderr, "ember: {} samples ({} skipped, {} resumed), {} rows, {} tokens, {} arrays in {} ({:.1f} s, {:.0f} tok/s)\n",
                    r.samples, r.skipped, r.resumed_samples, r.rows, r.tokens, r.arrays, r.dir.string(), r.seconds,
-                   static_cast<double>(r.tokens - 0) / seconds);
+                   static_cast<double>(r.tokens_this_run) / seconds);
     }
     return kExitOk;
 }

@@ -411,6 +411,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     const std::filesystem::path& file = *config.dataset.path;
     const auto route = runtime::route_from_name(config.model.route);
     if (!route) throw Error(fmt::format("model.route '{}' is not one of reference, fast", config.model.route));
+    if (config.tracing.enabled) throw Error("a dataset run has no trace journal yet: leave tracing off");
     if (config.output.logits == config::LogitsDump::Last || config.output.logits == config::LogitsDump::All)
         throw Error("a dataset run writes the logits of the selected rows: output.logits must be none or selected");
     const std::size_t threads = effective_threads(config.model.threads);
@@ -548,6 +549,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     result.skipped = point.skipped;
     result.rows = point.rows;
     result.tokens = point.tokens;
+    result.tokens_this_run = point.tokens - out.resumed_at().tokens;
     result.arrays = out.plans().size() + (any_target ? 1 : 0);
     result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return result;

@@ -18,28 +18,13 @@
 # EMBER_PEER_DIR (../shared/tools/peer-llamacpp, with node_modules installed).
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${1:-3}
-threads=${EMBER_BENCH_THREADS:-2}
 samples=${EMBER_BENCH_SAMPLES:-1000}
 per_process=${EMBER_BENCH_PER_PROCESS:-100}
-build=${EMBER_BUILD_DIR:-$root/build}
-models=${EMBER_BENCH_MODELS:-$HOME/.cache/ember/bench-models}
-peer=${EMBER_PEER_DIR:-$root/../shared/tools/peer-llamacpp}
-vocab=$root/../shared/fixtures/models/synth-llama3-q8_0.gguf
-
-if [[ ! -d $peer/node_modules/node-llama-cpp ]]; then
-    echo "bench-dataset.sh: $peer has no node_modules: run 'npm install --no-audit --no-fund' there once," >&2
-    echo "                  or set EMBER_PEER_DIR to a peer-llamacpp copy that has them" >&2
-    exit 1
-fi
-
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" -j "${EMBER_JOBS:-2}" --target ember >/dev/null
-ember=$build/app/ember
-mkdir -p "$models"
-model=$models/llama-1b-q8_0.gguf
-[[ -f $model ]] || "$ember" synth --shape llama-1b --vocab-from "$vocab" --type q8_0 "$model" >&2
+source "$(dirname "$0")/bench-common.sh"
+bench_require_peer bench-dataset.sh
+bench_build_ember
+model=$(bench_model q8_0)
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -22,9 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 namespace json = boost::json;
 
-const char* const kModels[] = {"stories260K", "llama-2-tiny-random", "synth-llama3-q8_0", "synth-qwen3-q8_0",
-                               "synth-gemma4-q8_0", "synth-gemma4-e-q8_0"};
-
 std::string dataset_lines() {
     std::string lines;
     const char* const texts[] = {"كتب الطالب الدرس في المكتبة", "Once upon a time, there was a little girl",
@@ -45,7 +42,7 @@ std::string run(const std::string& model, const fs::path& data, const fs::path& 
 }  // namespace
 
 TEST_CASE("batch invariance: --batch-tokens 1, the default and a prime, threads 1 and 2, give identical bytes") {
-    for (const char* model : kModels) {
+    for (const char* model : kDatasetModels) {
         CAPTURE(model);
         TempDir dir;
         const fs::path data = dir.path() / "d.jsonl";

@@ -19,6 +19,10 @@
 
 namespace ember::test {
 
+// Every family and vocabulary, Gemma 4 with and without shared KV.
+inline constexpr const char* kDatasetModels[] = {"stories260K",      "llama-2-tiny-random", "synth-llama3-q8_0",
+                                                 "synth-qwen3-q8_0", "synth-gemma4-q8_0",   "synth-gemma4-e-q8_0"};
+
 inline std::filesystem::path model_file(const std::string& model) { return fixture_path("models/" + model + ".gguf"); }
 
 // One JSONL line {"text": TEXT, ...extra members}.

@@ -28,18 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 namespace json = boost::json;
 
-const char* const kModels[] = {"stories260K", "llama-2-tiny-random", "synth-llama3-q8_0", "synth-qwen3-q8_0",
-                               "synth-gemma4-q8_0", "synth-gemma4-e-q8_0"};
-
-double relative_error(const std::vector<float>& actual, const GoldenTensor& golden) {
-    double max_diff = 0, max_golden = 0;
-    for (std::size_t i = 0; i < golden.values.size(); ++i) {
-        max_diff = std::max(max_diff, std::abs(static_cast<double>(actual[i]) - golden.values[i]));
-        max_golden = std::max(max_golden, std::abs(static_cast<double>(golden.values[i])));
-    }
-    return max_diff / max_golden;
-}
-
 std::string extract_single(const std::string& model, const fs::path& prompt_file, const fs::path& out,
                            const std::string& options) {
     return fmt::format("extract --model {} --file {} --out {} {}", shell_quote(model_file(model).string()),
@@ -68,12 +56,12 @@ config::RunConfig dataset_request(const std::string& model, const fs::path& data
 }  // namespace
 
 TEST_CASE("golden: a dataset's rows are each prompt's single-prompt extraction, bit for bit, and match llama.cpp") {
-    for (const char* model : kModels) {
+    for (const char* model : kDatasetModels) {
         CAPTURE(model);
         const auto file = gguf::File::open(model_file(model));
         const models::ModelConfig config = models::load_model_config(file);
         const Golden golden = load_golden(f32_golden_path(model));
-        const double tol = config.family == models::Family::Gemma4 ? 2e-3 : 1e-5;
+        const double tol = f32_golden_tolerance(models::family_name(config.family));
         TempDir dir;
         // The golden prompts, with other samples between them.
         std::string lines;
@@ -105,11 +93,11 @@ TEST_CASE("golden: a dataset's rows are each prompt's single-prompt extraction, 
                 const std::string name = fmt::format("after_layer.layer{}.npy", l);
                 const std::vector<float> rows = rows_of(npy::read(dir.path() / "ds" / name), first, count);
                 CHECK_MESSAGE(same_bits(rows, npy::read(single / name).values), name);
-                CHECK(relative_error(rows, g.hidden.at(fmt::format("l_out-{}", l))) <= tol);
+                CHECK(relative_error(rows, g.hidden.at(fmt::format("l_out-{}", l)).values) <= tol);
             }
             const std::vector<float> normed = rows_of(npy::read(dir.path() / "ds" / "before_logits.npy"), first, count);
             CHECK(same_bits(normed, npy::read(single / "before_logits.npy").values));
-            CHECK(relative_error(normed, g.hidden.at("result_norm")) <= tol);
+            CHECK(relative_error(normed, g.hidden.at("result_norm").values) <= tol);
             const json::array& ids = sample.at("token_ids").as_array();
             REQUIRE(ids.size() == g.tokens.size());
             for (std::size_t i = 0; i < ids.size(); ++i) CHECK(ids[i].as_int64() == g.tokens[i]);

@@ -6,20 +6,11 @@
 #include <boost/json.hpp>
 
 #include "dataset/dataset_support.hpp"
+#include "extract/manifest.hpp"
 #include "gguf/gguf_file.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace ember::test {
-namespace {
-
-std::string hex(std::string_view bytes) {
-    std::string out;
-    for (const char c : bytes) out += fmt::format("{:02x}", static_cast<unsigned char>(c));
-    return out;
-}
-
-}  // namespace
-
 TEST_CASE("detokenize and vocab give the tokenizer's pieces") {
     for (const char* model : {"stories260K", "llama-2-tiny-random", "synth-llama3-q8_0", "synth-qwen3-q8_0", "synth-gemma4-q8_0"}) {
         CAPTURE(model);
@@ -34,7 +25,7 @@ TEST_CASE("detokenize and vocab give the tokenizer's pieces") {
         const CommandResult d = ember(fmt::format("detokenize --model {} --json{}", shell_quote(model_file(model).string()), args));
         REQUIRE_MESSAGE(d.exit_code == 0, d.output);
         const boost::json::object o = boost::json::parse(d.output).as_object();
-        CHECK(o.at("text_hex").as_string() == hex(joined));
+        CHECK(o.at("text_hex").as_string() == extract::hex(joined));
         CHECK(o.at("pieces").as_array().size() == ids.size());
         const CommandResult plain = ember(fmt::format("detokenize --model {}{}", shell_quote(model_file(model).string()), args));
         CHECK(plain.output == joined + "\n");
@@ -45,7 +36,7 @@ TEST_CASE("detokenize and vocab give the tokenizer's pieces") {
         REQUIRE(vocab.size() == tok.vocab_size());
         for (std::size_t id = 0; id < vocab.size(); id += std::max<std::size_t>(1, vocab.size() / 97)) {
             CHECK(vocab[id].at("id").to_number<std::size_t>() == id);
-            CHECK(vocab[id].at("piece_hex").as_string() == hex(tok.piece(static_cast<std::int32_t>(id), true)));
+            CHECK(vocab[id].at("piece_hex").as_string() == extract::hex(tok.piece(static_cast<std::int32_t>(id), true)));
         }
         const CommandResult bad = ember(fmt::format("detokenize --model {} {}", shell_quote(model_file(model).string()),
                                                     tok.vocab_size()));

@@ -14,6 +14,7 @@
 #include "experiments/experiment_runner.hpp"
 #include "extract/dataset.hpp"
 #include "extract/dataset_outputs.hpp"
+#include "extract/dataset_records.hpp"
 #include "extract/logit_lens.hpp"
 #include "hooks/hook_chain.hpp"
 
@@ -23,22 +24,14 @@ namespace {
 namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
 
-// A sample ready to evaluate: tokenized (prompt and target as one text), its selection
-// resolved over the prompt's own tokens.
-struct Prepared {
-    Sample sample;
-    EncodedPrompt evaluated;             // the prompt, or prompt + target
-    std::size_t prompt_tokens = 0;       // the prompt's tokens: the first ones of `evaluated`
-    std::optional<Selection> selection;  // none: skipped (it selects nothing and on_empty = skip)
-    std::string skipped;                 // why
-};
-
+// What every sample is prepared against: the request, the default spec, the context.
 struct Request {
     const LoadedModel& model;
     config::OutputSection output;  // stages, layers, logits, lens; positions come from the spec
     selection::Spec default_spec;
     config::AddBos add_bos;
     bool skip_empty;
+    std::size_t context_length;  // the session's: no sample may be longer
 };
 
 std::string sample_name(const Sample& s, const std::filesystem::path& file) {
@@ -65,6 +58,9 @@ Prepared prepare(const Request& r, Sample sample, const std::filesystem::path& f
             throw Error(fmt::format("{}: the target has no tokens of its own", name));
     }
     if (p.prompt_tokens == 0) throw Error(fmt::format("{}: the prompt has no tokens", name));
+    if (p.evaluated.ids.size() > r.context_length)
+        throw Error(fmt::format("{}: {} tokens do not fit in the context of {} tokens (--ctx)", name,
+                                p.evaluated.ids.size(), r.context_length));
     const std::span<const tokenizer::Token> prompt_tokens(p.evaluated.tokens.data(), p.prompt_tokens);
     const selection::Spec spec = sample.select.value_or(r.default_spec);
     try {
@@ -121,132 +117,6 @@ std::vector<double> target_logprobs(const Prepared& p, kernels::ConstRows logits
     }
     return out;
 }
-
-json::object piece_fields(const tokenizer::Tokenizer& tok, std::int32_t id) {
-    const std::string piece = tok.piece(id, true);
-    return {{"piece", piece_text(piece)}, {"piece_hex", hex(piece)}};
-}
-
-// What one evaluated sample adds to the outputs.
-struct SampleRows {
-    const Prepared* prepared = nullptr;
-    std::optional<Extractor> extractor;  // none: skipped
-    std::vector<LensLayer> lens;
-    std::vector<double> target;          // per target token
-};
-
-class Appender {
-public:
-    Appender(DatasetOutputs& out, const LoadedModel& model) : out_(out), tok_(model.tokenizer) {}
-
-    void append(const SampleRows& s, RunPoint& point) {
-        const Prepared& p = *s.prepared;
-        const std::size_t first_row = point.rows;
-        const std::size_t n_rows = s.extractor ? s.extractor->selection().positions.size() : 0;
-        if (s.extractor) {
-            append_arrays(s);
-            append_rows(s, first_row);
-        }
-        json::array spans;
-        for (std::size_t i = 0; i < p.prompt_tokens; ++i) spans.push_back({p.evaluated.tokens[i].start, p.evaluated.tokens[i].end});
-        const json::object sample{
-            {"index", p.sample.index},
-            {"id", p.sample.id},
-            {"line", p.sample.line},
-            {"text", p.sample.text},
-            {"n_tokens", p.prompt_tokens},
-            {"first_row", first_row},
-            {"row_count", n_rows},
-            {"select", s.extractor ? json::value(s.extractor->selection().spec) : json::value(nullptr)},
-            {"skipped", p.skipped.empty() ? json::value(nullptr) : json::value(p.skipped)},
-            {"metadata", p.sample.metadata},
-            {"token_ids", json::value_from(std::vector<std::int32_t>(p.evaluated.ids.begin(),
-                                                                      p.evaluated.ids.begin() + p.prompt_tokens))},
-            {"byte_spans", std::move(spans)},
-        };
-        out_.samples().write(json::serialize(sample) + "\n");
-        if (out_.targets_npy()) append_target(s);
-        point.rows += n_rows;
-        point.samples += 1;
-        point.tokens += p.evaluated.ids.size();
-        point.skipped += p.skipped.empty() ? 0 : 1;
-    }
-
-private:
-    void append_arrays(const SampleRows& s) {
-        const Extractor& ex = *s.extractor;
-        const std::vector<const Capture*> captures = ex.captures();
-        for (std::size_t i = 0; i < out_.plans().size(); ++i) {
-            const ArrayPlan& plan = out_.plans()[i];
-            const std::size_t rows = ex.selection().positions.size();
-            switch (plan.source) {
-                case ArrayPlan::Source::Stage:
-                    for (const Capture* c : captures)
-                        if (c->stage == plan.stage && c->layer == plan.layer) out_.array(i).append(c->values.data(), rows);
-                    break;
-                case ArrayPlan::Source::Logits: out_.array(i).append(ex.logits()->values.data(), rows); break;
-                case ArrayPlan::Source::LensIds:
-                case ArrayPlan::Source::LensLogits:
-                    for (const LensLayer& l : s.lens) {
-                        if (l.layer != *plan.layer) continue;
-                        if (plan.source == ArrayPlan::Source::LensIds) out_.array(i).append(l.ids.data(), rows);
-                        else out_.array(i).append(l.logits.data(), rows);
-                    }
-                    break;
-            }
-        }
-    }
-
-    void append_rows(const SampleRows& s, std::size_t first_row) {
-        const Prepared& p = *s.prepared;
-        const Selection& sel = s.extractor->selection();
-        std::string lines;
-        for (std::size_t i = 0; i < sel.positions.size(); ++i) {
-            const std::size_t pos = sel.positions[i];
-            const tokenizer::Token& t = p.evaluated.tokens[pos];
-            json::object row{{"row", first_row + i},   {"sample", p.sample.index}, {"id", p.sample.id},
-                             {"position", pos},        {"token", t.id},            {"byte_start", t.start},
-                             {"byte_end", t.end},      {"partial", static_cast<bool>(sel.partial[i])},
-                             {"select", sel.spec}};
-            for (auto& [k, v] : piece_fields(tok_, t.id)) row[k] = v;
-            if (!s.lens.empty()) {
-                json::object lens;
-                for (const LensLayer& l : s.lens) {
-                    json::array pieces;
-                    for (std::size_t j = 0; j < l.k; ++j) pieces.push_back(piece_text(tok_.piece(l.ids[i * l.k + j], true)));
-                    lens[std::to_string(l.layer)] = std::move(pieces);
-                }
-                row["logit_lens_pieces"] = std::move(lens);
-            }
-            lines += json::serialize(row);
-            lines += '\n';
-        }
-        out_.rows().write(lines);
-    }
-
-    void append_target(const SampleRows& s) {
-        const Prepared& p = *s.prepared;
-        double sum = std::numeric_limits<double>::quiet_NaN();
-        if (p.sample.target && s.extractor) {
-            sum = 0;
-            json::array tokens;
-            for (std::size_t i = 0; i < s.target.size(); ++i) {
-                const std::size_t j = p.prompt_tokens + i;
-                json::object t{{"position", j}, {"id", p.evaluated.ids[j]}, {"logprob", s.target[i]}};
-                for (auto& [k, v] : piece_fields(tok_, p.evaluated.ids[j])) t[k] = v;
-                tokens.push_back(std::move(t));
-                sum += s.target[i];
-            }
-            const json::object line{{"sample", p.sample.index}, {"id", p.sample.id},       {"target", *p.sample.target},
-                                    {"logprob", sum},           {"n_tokens", s.target.size()}, {"tokens", std::move(tokens)}};
-            out_.targets_jsonl()->write(json::serialize(line) + "\n");
-        }
-        out_.targets_npy()->append(&sum, 1);
-    }
-
-    DatasetOutputs& out_;
-    const tokenizer::Tokenizer& tok_;
-};
 
 // Evaluates one sample on its own (position 0, an empty cache), with the experiments'
 // per-sample calls around it.
@@ -417,8 +287,10 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     const std::size_t threads = effective_threads(config.model.threads);
     const std::size_t batch_tokens = config.dataset.batch_tokens ? config.dataset.batch_tokens : config::kDefaultBatchTokens;
 
-    Request request{model, config.output, selection::parse(config.dataset.select), config.prompt.add_bos,
-                    config.dataset.skip_empty};
+    const std::size_t context_length =
+        config.model.ctx ? config.model.ctx : runtime::default_context_length(model.model->config());
+    Request request{model,           config.output, selection::parse(config.dataset.select), config.prompt.add_bos,
+                    config.dataset.skip_empty, context_length};
     request.output.positions = {config::PositionSelection::Kind::All, {}, {}};
     const Selection shape = resolve(request.output, model.model->config(), 1);
 
@@ -462,7 +334,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     DatasetReader reader(file);
     Sample sample;
     for (std::size_t i = 0; i < point.samples && reader.next(sample); ++i) {}  // finished by an earlier process
-    Appender appender(out, model);
+    DatasetRecords appender(out, model.tokenizer);
     std::optional<Prepared> pending;  // read, but beyond the previous batch
     while (true) {
         // One batch: consecutive samples of at most pack_tokens tokens in all (a longer

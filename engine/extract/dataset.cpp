@@ -6,6 +6,7 @@
 #include <boost/json/serialize.hpp>
 
 #include "common/error.hpp"
+#include "common/input_file.hpp"
 #include "common/sha256.hpp"
 #include "tokenizer/unicode.hpp"
 
@@ -21,7 +22,11 @@ bool blank(const std::string& line) { return line.find_first_not_of(" \t\r") == 
 std::string Sample::id_text() const { return id.is_string() ? std::string(id.as_string()) : json::serialize(id); }
 
 DatasetReader::DatasetReader(std::filesystem::path path)
-    : path_(std::move(path)), in_(path_, std::ios::binary), text_lines_(path_.extension() == ".txt") {
+    : path_(std::move(path)), text_lines_(path_.extension() == ".txt") {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path_, ec))
+        throw Error(fmt::format("{}: the dataset must be a regular file (it does not exist or is not one)", path_.string()));
+    in_.open(path_, std::ios::binary);
     if (!in_) throw Error(fmt::format("{}: cannot open the dataset", path_.string()));
 }
 
@@ -32,6 +37,9 @@ bool DatasetReader::next(Sample& s) {
         if (!line.empty() && line.back() == '\r') line.pop_back();
         if (blank(line)) continue;
         const std::string where = fmt::format("{}:{}", path_.string(), line_);
+        if (line.size() > max_input_bytes())
+            throw Error(fmt::format("{}: the line is {} bytes, more than the input limit of {} ($EMBER_MAX_INPUT_BYTES)",
+                                    where, line.size(), max_input_bytes()));
         if (!tokenizer::unicode::is_valid_utf8(line)) throw Error(fmt::format("{}: the line is not valid UTF-8", where));
         s = Sample{};
         s.index = index_++;

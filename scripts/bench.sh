@@ -17,34 +17,13 @@
 # The machine should be otherwise idle: check `uptime` first; rerun if disturbed.
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${1:-5}
-threads=${EMBER_BENCH_THREADS:-2}
 prompt=${EMBER_BENCH_PROMPT:-128}
 gen=${EMBER_BENCH_GEN:-64}
-build=${EMBER_BUILD_DIR:-$root/build}
-models=${EMBER_BENCH_MODELS:-$HOME/.cache/ember/bench-models}
-peer=${EMBER_PEER_DIR:-$root/../shared/tools/peer-llamacpp}
-vocab=$root/../shared/fixtures/models/synth-llama3-q8_0.gguf
-
-if [[ ! -d $peer/node_modules/node-llama-cpp ]]; then
-    echo "bench.sh: $peer has no node_modules: run 'npm install --no-audit --no-fund' there once," >&2
-    echo "          or set EMBER_PEER_DIR to a peer-llamacpp copy that has them" >&2
-    exit 1
-fi
-
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" -j "${EMBER_JOBS:-2}" --target ember >/dev/null
-ember=$build/app/ember
-
-mkdir -p "$models"
-for type in q8_0 f16; do
-    model=$models/llama-1b-$type.gguf
-    if [[ ! -f $model ]]; then
-        echo "writing $model (once)" >&2
-        "$ember" synth --shape llama-1b --vocab-from "$vocab" --type "$type" "$model" >&2
-    fi
-done
+source "$(dirname "$0")/bench-common.sh"
+bench_require_peer bench.sh
+bench_build_ember
+for type in q8_0 f16; do bench_model "$type" >/dev/null; done
 
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT

@@ -90,7 +90,6 @@ void LlamaModel::forward(const Evaluation& eval, ForwardState& state, kernels::O
     const hooks::EvalInfo& info = eval.info;
     const std::size_t T = eval.tokens.size();
     const std::size_t first = info.start_position;  // position of row 0
-    const std::size_t n_kv = first + T;             // cached positions visible after this evaluation
     const std::size_t E = c.n_embd;
     const float eps = c.rms_eps;
 
@@ -119,16 +118,15 @@ void LlamaModel::forward(const Evaluation& eval, ForwardState& state, kernels::O
         ops.matmul({"attn_v", layer, OpKind::Projection}, h, w.attn_v, v);
 
         kernels::RopeParams rope = rope_params(c, L, w_.rope_freqs);
-        ops.rope({"rope_q", layer, OpKind::Rope}, q, first, rope);
+        rope_rows(ops, {"rope_q", layer, OpKind::Rope}, eval, q, rope);
         rope.n_heads = L.n_head_kv;
-        ops.rope({"rope_k", layer, OpKind::Rope}, k, first, rope);
+        rope_rows(ops, {"rope_k", layer, OpKind::Rope}, eval, k, rope);
 
         kernels::KvRows cache_k = state.kv_cache.keys(il);    // [capacity, Hkv * D]
         kernels::KvRows cache_v = state.kv_cache.values(il);  // [capacity, Hkv * D]
         ops.store_kv({"cache_k", layer, OpKind::KvStore}, k, cache_k.slice(first, T));
         ops.store_kv({"cache_v", layer, OpKind::KvStore}, v, cache_v.slice(first, T));
-        ops.attention({"kqv", layer, OpKind::Attention}, q, cache_k.slice(0, n_kv), cache_v.slice(0, n_kv), first,
-                      attention_params(c, L), attn);
+        attend(ops, {"kqv", layer, OpKind::Attention}, eval, q, cache_k, cache_v, attention_params(c, L), attn);
         ops.matmul({"attn_output", layer, OpKind::Projection}, attn, w.attn_output, attn_out);
 
         hooks.after_attention(info, il, tensor_view(attn_out));

@@ -48,7 +48,7 @@ std::vector<float> kernel_product(const fast::KernelSet& k, const Q8Matrix& w, c
     const std::size_t row_bytes = w.cols / 32 * sizeof(fast::BlockQ8_0);
     const fast::MatmulTask task{reinterpret_cast<const std::byte*>(w.blocks.data()), row_bytes, w.cols,
                                 reinterpret_cast<const std::byte*>(acts.data()), row_bytes, n_tokens, out.data(), w.rows};
-    k.q8_0_matmul_rows(task, 0, w.rows);
+    k.matmul(GgmlType::Q8_0)(task, 0, w.rows);
     return out;
 }
 

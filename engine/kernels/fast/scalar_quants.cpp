@@ -140,7 +140,8 @@ struct Q5_1 {
 // of those times the activation quants; then per super-block, with d = d_a * d_w and
 // dmin = -d_a * dmin_w:
 //   Q2_K  acc_i = fma(dmin, m[2i] bsum[2i] + m[2i+1] bsum[2i+1], acc_i), then fma(d, sum_i)
-//   Q3_K, Q6_K  acc_i = fma(d, sum_i, acc_i)
+//   Q3_K  acc_i = fma(d, sum_i, acc_i)
+//   Q6_K  acc_i = fma(d, sum_i - 32 (sc[2i] bsum[2i] + sc[2i+1] bsum[2i+1]), acc_i)
 //   Q4_K  min_lane_j = fma(dmin, m[2j] b[2j] + m[2j+1] b[2j+1], min_lane_j) with b[k] the
 //         sum of 32-element sub-block k; result fold(acc) + ((ml0 + ml2) + (ml1 + ml3))
 //   Q5_K  mins = fma(dmin, (float)sum_k m[k] b[k], mins); result fold(acc) + mins
@@ -253,6 +254,9 @@ struct Q5_K {
     static float finish(const Acc& acc) { return fold8(acc.lanes) + acc.mins; }
 };
 
+// Q6_K: the lanes hold scale * q with q the unsigned 6-bit value; the offset -32 is taken
+// out of lane i as 32 (sc[2i] bsum[2i] + sc[2i+1] bsum[2i+1]) (the q8sclsub of llama.cpp's
+// current AVX2 kernel), so the lanes differ from those of scale * (q - 32) per element.
 struct Q6_K {
     using Weight = BlockQ6_K;
     using Act = BlockQ8_K;
@@ -263,14 +267,17 @@ struct Q6_K {
             const int half = e / 128, quarter = (e % 128) / 32, l = e % 32;
             const int low = (w.ql[64 * half + l + 32 * (quarter % 2)] >> (4 * (quarter / 2))) & 0xF;
             const int high = (w.qh[32 * half + l] >> (2 * quarter)) & 3;
-            u.sq[e] = static_cast<std::int16_t>(w.scales[e / 16] * ((low | (high << 4)) - 32));
+            u.sq[e] = static_cast<std::int16_t>(w.scales[e / 16] * (low | (high << 4)));
         }
     }
     static void accumulate(const Unpacked& u, const Weight& w, const Act& a, Acc& acc) {
         const float d = a.d * fp16_to_fp32(w.d);
         int s[8];
         lane_sums<256>(u.sq, a.qs, s);
-        for (int i = 0; i < 8; ++i) acc.lanes[i] = fmaf_(d, static_cast<float>(s[i]), acc.lanes[i]);
+        for (int i = 0; i < 8; ++i) {
+            const int offset = w.scales[2 * i] * a.bsums[2 * i] + w.scales[2 * i + 1] * a.bsums[2 * i + 1];
+            acc.lanes[i] = fmaf_(d, static_cast<float>(s[i] - 32 * offset), acc.lanes[i]);
+        }
     }
     static float finish(const Acc& acc) { return fold8(acc.lanes); }
 };

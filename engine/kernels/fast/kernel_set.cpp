@@ -15,8 +15,9 @@ using gguf::GgmlType;
 
 void set_matmul(KernelSet& k, GgmlType type, MatmulRowsFn fn) { k.matmul_rows[weight_format(type).index] = fn; }
 
-// The quantized products and quantizers every variant shares (scalar_quants.cpp: they
-// reproduce llama.cpp's order exactly, so every variant gives the same bits).
+// The quantized products and quantizers every variant starts from (scalar_quants.cpp:
+// they reproduce llama.cpp's order exactly); the SIMD sets replace some products with
+// their own, which give the same bits.
 void set_shared_quant_kernels(KernelSet& k) {
     k.quantize_row_q8_1 = scalar::quantize_row_q8_1;
     k.quantize_row_q8_K = scalar::quantize_row_q8_K;
@@ -63,6 +64,9 @@ KernelSet avx2_set() {
     set_matmul(k, GgmlType::BF16, avx2::bf16_matmul_rows);
     set_matmul(k, GgmlType::F32, avx2::f32_matmul_rows);
     set_shared_quant_kernels(k);
+    set_matmul(k, GgmlType::Q4_0, avx2::q4_0_matmul_rows);
+    set_matmul(k, GgmlType::Q4_K, avx2::q4_k_matmul_rows);
+    set_matmul(k, GgmlType::Q6_K, avx2::q6_k_matmul_rows);
     k.swiglu_row = avx2::swiglu_row;
     k.geglu_row = avx2::geglu_row;
     k.softmax_row = avx2::softmax_row;

@@ -59,6 +59,11 @@ void softmax_row(float* scores, std::size_t n, float scale);
 
 void weighted_sum_f32(const WeightedSumTask& task);
 void weighted_sum_f16(const WeightedSumTask& task);
+
+// avx2_quants.cpp: the same bits as the scalar products of these formats
+void q4_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q4_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q6_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 }  // namespace avx2
 
 namespace avx512 {  // avx2 flags + -mavx512f -mavx512bw -mavx512vl -mavx512dq

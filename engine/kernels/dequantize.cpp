@@ -33,6 +33,17 @@ std::uint32_t load_u32(const std::uint8_t* p) {
     return v;
 }
 
+// Group g of Q4_K / Q5_K: d * scale and dmin * min of its two sub-blocks 2g and 2g + 1.
+struct K4Group {
+    float d1, m1, d2, m2;
+};
+K4Group k4_group(const std::uint8_t* scales, int g, float d, float min) {
+    int sc1, m1, sc2, m2;
+    k4_scale_min(scales, 2 * g, sc1, m1);
+    k4_scale_min(scales, 2 * g + 1, sc2, m2);
+    return {d * static_cast<float>(sc1), min * static_cast<float>(m1), d * static_cast<float>(sc2), min * static_cast<float>(m2)};
+}
+
 }  // namespace
 
 void dequantize_row_f32(const std::byte* row, float* out, std::size_t n) { std::memcpy(out, row, n * sizeof(float)); }
@@ -164,13 +175,9 @@ void dequantize_row_q4_K(const std::byte* row, float* out, std::size_t n) {
         const float min = fp16_to_f32(x[i].dmin);
         const std::uint8_t* q = x[i].qs;
         for (int g = 0; g < 4; ++g, q += 32) {
-            int sc, m;
-            k4_scale_min(x[i].scales, 2 * g, sc, m);
-            const float d1 = d * static_cast<float>(sc), m1 = min * static_cast<float>(m);
-            k4_scale_min(x[i].scales, 2 * g + 1, sc, m);
-            const float d2 = d * static_cast<float>(sc), m2 = min * static_cast<float>(m);
-            for (int l = 0; l < 32; ++l) *out++ = d1 * static_cast<float>(q[l] & 0xF) - m1;
-            for (int l = 0; l < 32; ++l) *out++ = d2 * static_cast<float>(q[l] >> 4) - m2;
+            const K4Group k = k4_group(x[i].scales, g, d, min);
+            for (int l = 0; l < 32; ++l) *out++ = k.d1 * static_cast<float>(q[l] & 0xF) - k.m1;
+            for (int l = 0; l < 32; ++l) *out++ = k.d2 * static_cast<float>(q[l] >> 4) - k.m2;
         }
     }
 }
@@ -185,13 +192,9 @@ void dequantize_row_q5_K(const std::byte* row, float* out, std::size_t n) {
         const std::uint8_t* qh = x[i].qh;
         unsigned u1 = 1, u2 = 2;
         for (int g = 0; g < 4; ++g, ql += 32, u1 <<= 2, u2 <<= 2) {
-            int sc, m;
-            k4_scale_min(x[i].scales, 2 * g, sc, m);
-            const float d1 = d * static_cast<float>(sc), m1 = min * static_cast<float>(m);
-            k4_scale_min(x[i].scales, 2 * g + 1, sc, m);
-            const float d2 = d * static_cast<float>(sc), m2 = min * static_cast<float>(m);
-            for (int l = 0; l < 32; ++l) *out++ = d1 * static_cast<float>((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
-            for (int l = 0; l < 32; ++l) *out++ = d2 * static_cast<float>((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+            const K4Group k = k4_group(x[i].scales, g, d, min);
+            for (int l = 0; l < 32; ++l) *out++ = k.d1 * static_cast<float>((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - k.m1;
+            for (int l = 0; l < 32; ++l) *out++ = k.d2 * static_cast<float>((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - k.m2;
         }
     }
 }

@@ -49,6 +49,20 @@ struct Acc {
 // acc_i = fma(d_w * d_a, (float)sum_i, acc_i); the Q4_1/Q5_1 offset m * s is summed on
 // the side (m_w * s_a, one fused multiply-add per block) and added after the fold.
 
+void legacy_lanes(const std::int8_t* q, std::uint16_t d_w, std::uint16_t d_a, const std::int8_t* a, Acc& acc) {
+    int s[8];
+    lane_sums<32>(q, a, s);
+    const float dd = fp16_to_fp32(d_w) * fp16_to_fp32(d_a);
+    for (int i = 0; i < 8; ++i) acc.lanes[i] = fmaf_(dd, static_cast<float>(s[i]), acc.lanes[i]);
+}
+
+void legacy_offset(std::uint16_t m_w, std::uint16_t s_a, Acc& acc) { acc.mins = fmaf_(fp16_to_fp32(m_w), fp16_to_fp32(s_a), acc.mins); }
+
+std::uint32_t load_qh(const std::uint8_t* qh) {
+    return static_cast<std::uint32_t>(qh[0]) | (static_cast<std::uint32_t>(qh[1]) << 8) |
+           (static_cast<std::uint32_t>(qh[2]) << 16) | (static_cast<std::uint32_t>(qh[3]) << 24);
+}
+
 struct Q4_0 {
     using Weight = BlockQ4_0;
     using Act = BlockQ8_0;
@@ -60,12 +74,7 @@ struct Q4_0 {
             u.q[j + 16] = static_cast<std::int8_t>((w.qs[j] >> 4) - 8);
         }
     }
-    static void accumulate(const Unpacked& u, const Weight& w, const Act& a, Acc& acc) {
-        int s[8];
-        lane_sums<32>(u.q, a.qs, s);
-        const float dd = fp16_to_fp32(w.d) * fp16_to_fp32(a.d);
-        for (int i = 0; i < 8; ++i) acc.lanes[i] = fmaf_(dd, static_cast<float>(s[i]), acc.lanes[i]);
-    }
+    static void accumulate(const Unpacked& u, const Weight& w, const Act& a, Acc& acc) { legacy_lanes(u.q, w.d, a.d, a.qs, acc); }
     static float finish(const Acc& acc) { return fold8(acc.lanes); }
 };
 
@@ -75,19 +84,13 @@ struct Q5_0 {
     static constexpr int kBlock = 32;
     struct Unpacked { std::int8_t q[32]; };
     static void unpack(const Weight& w, Unpacked& u) {
-        const std::uint32_t qh = static_cast<std::uint32_t>(w.qh[0]) | (static_cast<std::uint32_t>(w.qh[1]) << 8) |
-                                 (static_cast<std::uint32_t>(w.qh[2]) << 16) | (static_cast<std::uint32_t>(w.qh[3]) << 24);
+        const std::uint32_t qh = load_qh(w.qh);
         for (int j = 0; j < 16; ++j) {
             u.q[j] = static_cast<std::int8_t>(((w.qs[j] & 0xF) | (((qh >> j) & 1) << 4)) - 16);
             u.q[j + 16] = static_cast<std::int8_t>(((w.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16);
         }
     }
-    static void accumulate(const Unpacked& u, const Weight& w, const Act& a, Acc& acc) {
-        int s[8];
-        lane_sums<32>(u.q, a.qs, s);
-        const float dd = fp16_to_fp32(w.d) * fp16_to_fp32(a.d);
-        for (int i = 0; i < 8; ++i) acc.lanes[i] = fmaf_(dd, static_cast<float>(s[i]), acc.lanes[i]);
-    }
+    static void accumulate(const Unpacked& u, const Weight& w, const Act& a, Acc& acc) { legacy_lanes(u.q, w.d, a.d, a.qs, acc); }
     static float finish(const Acc& acc) { return fold8(acc.lanes); }
 };
 
@@ -103,11 +106,8 @@ struct Q4_1 {
         }
     }
     static void accumulate(const Unpacked& u, const Weight& w, const Act& a, Acc& acc) {
-        acc.mins = fmaf_(fp16_to_fp32(w.m), fp16_to_fp32(a.s), acc.mins);
-        int s[8];
-        lane_sums<32>(u.q, a.qs, s);
-        const float dd = fp16_to_fp32(w.d) * fp16_to_fp32(a.d);
-        for (int i = 0; i < 8; ++i) acc.lanes[i] = fmaf_(dd, static_cast<float>(s[i]), acc.lanes[i]);
+        legacy_offset(w.m, a.s, acc);
+        legacy_lanes(u.q, w.d, a.d, a.qs, acc);
     }
     static float finish(const Acc& acc) { return fold8(acc.lanes) + acc.mins; }
 };
@@ -118,19 +118,15 @@ struct Q5_1 {
     static constexpr int kBlock = 32;
     struct Unpacked { std::int8_t q[32]; };
     static void unpack(const Weight& w, Unpacked& u) {
-        const std::uint32_t qh = static_cast<std::uint32_t>(w.qh[0]) | (static_cast<std::uint32_t>(w.qh[1]) << 8) |
-                                 (static_cast<std::uint32_t>(w.qh[2]) << 16) | (static_cast<std::uint32_t>(w.qh[3]) << 24);
+        const std::uint32_t qh = load_qh(w.qh);
         for (int j = 0; j < 16; ++j) {
             u.q[j] = static_cast<std::int8_t>((w.qs[j] & 0xF) | (((qh >> j) & 1) << 4));
             u.q[j + 16] = static_cast<std::int8_t>((w.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
         }
     }
     static void accumulate(const Unpacked& u, const Weight& w, const Act& a, Acc& acc) {
-        acc.mins = fmaf_(fp16_to_fp32(w.m), fp16_to_fp32(a.s), acc.mins);
-        int s[8];
-        lane_sums<32>(u.q, a.qs, s);
-        const float dd = fp16_to_fp32(w.d) * fp16_to_fp32(a.d);
-        for (int i = 0; i < 8; ++i) acc.lanes[i] = fmaf_(static_cast<float>(s[i]), dd, acc.lanes[i]);
+        legacy_offset(w.m, a.s, acc);
+        legacy_lanes(u.q, w.d, a.d, a.qs, acc);  // fma(s, d_w d_a) there: the same product
     }
     static float finish(const Acc& acc) { return fold8(acc.lanes) + acc.mins; }
 };

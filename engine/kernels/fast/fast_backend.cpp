@@ -38,7 +38,7 @@ public:
             case KernelId::StoreKv: return "fast.store_kv";
             case KernelId::Attention: return "fast.attention";
             case KernelId::Swiglu: return "fast.swiglu";
-            case KernelId::GetRows: return "reference.get_rows";
+            case KernelId::GetRows: return format_kernel_name(FormatKernel::reference_get_rows, weight_type);
             case KernelId::Rope: return "reference.rope";
             case KernelId::Geglu: return "fast.geglu_f16_table";
             case KernelId::Gelu: return "reference.gelu_f16_table";

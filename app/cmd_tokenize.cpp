@@ -10,6 +10,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
+#include "common/strict_json.hpp"
 #include "gguf/gguf_file.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tokenizer/unicode.hpp"
@@ -115,15 +116,15 @@ void print_json_tokens(const tokenizer::Tokenizer& tok, const std::string& model
     put("{\n");
     for (const auto& field : header) {
         put("  ");
-        put(json::serialize(json::string(field.key())));
+        put(strict_json(json::string(field.key())));
         put(": ");
-        put(json::serialize(field.value()));
+        put(strict_json(field.value()));
         put(",\n");
     }
     put("  \"tokens\": [");
     for (std::size_t i = 0; i < tokens.size(); ++i) {
         put(i ? ",\n    " : "\n    ");
-        put(json::serialize(token_json(tok, tokens[i])));
+        put(strict_json(token_json(tok, tokens[i])));
     }
     put(tokens.empty() ? "]\n}\n" : "\n  ]\n}\n");
     write_stdout(out);

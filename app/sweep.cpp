@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -12,6 +13,9 @@
 
 #include "common/error.hpp"
 #include "config/run_config.hpp"
+#include "common/dir_lock.hpp"
+#include "extract/inputs_record.hpp"
+#include "extract/run_directory.hpp"
 #include "extract/verify.hpp"
 #include "generation_output.hpp"
 #include "run_job.hpp"
@@ -68,6 +72,23 @@ struct Planned {
     SweepRun run;
 };
 
+// Why the result in the config's output directory makes running it again unnecessary: it
+// verifies, has this config hash, and every input it recorded has the digest the input
+// has now (a re-captured patch source or a replaced model file is a different input).
+std::optional<std::string> up_to_date(const config::RunConfig& config, const std::string& hash) {
+    if (!fs::exists(config.output.dir / extract::kManifestName)) return std::nullopt;
+    const extract::VerifyReport report = extract::verify_run_directory(config.output.dir);
+    if (!report.ok() || report.config_hash != hash) return std::nullopt;
+    try {
+        if (!extract::inputs_difference(report.inputs, extract::collect_inputs(config)).empty()) return std::nullopt;
+    } catch (const std::exception&) {
+        return std::nullopt;  // an input cannot be read: the run will say so
+    }
+    return fmt::format("run {} in the output directory verifies and has this config hash and these inputs (--force "
+                       "reruns it)",
+                       report.run_id);
+}
+
 Planned plan(const fs::path& file, const std::optional<fs::path>& defaults, bool force) {
     Planned p;
     p.run.config = file;
@@ -81,32 +102,53 @@ Planned plan(const fs::path& file, const std::optional<fs::path>& defaults, bool
     }
     p.run.config_hash = config::config_hash(*p.config);
     p.run.output_dir = p.config->output.dir;
-    if (!force && fs::exists(p.config->output.dir / "manifest.json")) {
-        const extract::VerifyReport report = extract::verify_run_directory(p.config->output.dir);
-        if (report.ok() && report.config_hash == p.run.config_hash) {
+    if (!force) {
+        if (auto reason = up_to_date(*p.config, p.run.config_hash)) {
             p.run.outcome = SweepOutcome::Skipped;
-            p.run.error = "a verified result for this config hash is already in the output directory (--force reruns it)";
+            p.run.error = *reason;
         }
     }
     return p;
 }
 
-void run_one(Planned& p, ModelCache& models) {
+// How long a run waits for another process (another sweep) to finish its output directory.
+constexpr auto kWaitForDirectory = std::chrono::minutes(30);
+
+void run_one(Planned& p, ModelCache& models, bool force) {
     const auto start = Clock::now();
-    try {
-        auto [model, shared] = models.get(*p.config);
-        p.run.model_shared = shared;
-        p.run.load_ms = shared ? 0.0 : model->load_ms;
-        const RunOutcome outcome = execute_run(*p.config, *model);
-        p.run.outcome = SweepOutcome::Ok;
-        p.run.run_id = outcome.run_id;
-        p.run.prompt_tokens = outcome.prompt_tokens.size();
-        p.run.generated_tokens = outcome.result.tokens.size();
-        p.run.prefill_ms = outcome.result.timings.prefill_ms;
-        p.run.decode_ms = outcome.result.timings.decode_ms;
-    } catch (const std::exception& e) {
-        p.run.outcome = SweepOutcome::Failed;
-        p.run.error = e.what();
+    // A stale result is replaced; with the directory locked, a result another sweep made
+    // meanwhile is found and counted by that sweep, not this one.
+    RunOptions options;
+    options.overwrite = true;
+    if (!force) options.not_needed = [&](const fs::path&) { return up_to_date(*p.config, p.run.config_hash); };
+    for (;;) {
+        try {
+            auto [model, shared] = models.get(*p.config);
+            p.run.model_shared = shared;
+            p.run.load_ms = shared ? 0.0 : model->load_ms;
+            const RunOutcome outcome = execute_run(*p.config, *model, options);
+            p.run.outcome = SweepOutcome::Ok;
+            p.run.error.clear();
+            p.run.run_id = outcome.run_id;
+            p.run.prompt_tokens = outcome.prompt_tokens.size();
+            p.run.generated_tokens = outcome.result.tokens.size();
+            p.run.prefill_ms = outcome.result.timings.prefill_ms;
+            p.run.decode_ms = outcome.result.timings.decode_ms;
+        } catch (const extract::RunNotNeeded& e) {
+            p.run.outcome = SweepOutcome::Skipped;
+            p.run.error = e.what();
+        } catch (const DirectoryInUse& e) {
+            if (Clock::now() - start < kWaitForDirectory) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                continue;
+            }
+            p.run.outcome = SweepOutcome::Failed;
+            p.run.error = e.what();
+        } catch (const std::exception& e) {
+            p.run.outcome = SweepOutcome::Failed;
+            p.run.error = e.what();
+        }
+        break;
     }
     p.run.total_ms = ms_since(start);
 }
@@ -181,7 +223,7 @@ std::vector<SweepRun> execute_sweep(const std::vector<fs::path>& configs, const 
                     const std::lock_guard lock(report);
                     options.on_run_start(p.run.config);
                 }
-                run_one(p, models);
+                run_one(p, models, options.force);
             }
             const std::lock_guard lock(report);
             ++done;

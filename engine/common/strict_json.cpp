@@ -1,5 +1,7 @@
 #include "common/strict_json.hpp"
 
+#include <ember/utf8.hpp>
+
 #include <boost/json/serialize.hpp>
 
 #include <cmath>
@@ -8,29 +10,6 @@ namespace ember {
 namespace {
 
 namespace json = boost::json;
-
-// The length of the valid UTF-8 sequence at text[pos], or 0 (overlong forms, surrogates
-// and code points above U+10FFFF are invalid).
-std::size_t valid_sequence_length(std::string_view text, std::size_t pos) {
-    const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[pos + i]); };
-    const unsigned char lead = byte(0);
-    if (lead < 0x80) return 1;
-    std::size_t length = 0;
-    char32_t cp = 0;
-    if (lead >= 0xC2 && lead <= 0xDF) length = 2, cp = lead & 0x1F;
-    else if (lead >= 0xE0 && lead <= 0xEF) length = 3, cp = lead & 0x0F;
-    else if (lead >= 0xF0 && lead <= 0xF4) length = 4, cp = lead & 0x07;
-    else return 0;
-    if (pos + length > text.size()) return 0;
-    for (std::size_t i = 1; i < length; ++i) {
-        if ((byte(i) & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (byte(i) & 0x3F);
-    }
-    const bool overlong = (length == 3 && cp < 0x800) || (length == 4 && cp < 0x10000);
-    const bool surrogate = cp >= 0xD800 && cp <= 0xDFFF;
-    if (overlong || surrogate || cp > 0x10FFFF) return 0;
-    return length;
-}
 
 const char* nonfinite_name(double d) { return std::isnan(d) ? "nan" : d > 0 ? "inf" : "-inf"; }
 
@@ -93,41 +72,11 @@ json::value strict_copy(const json::value& v, Siblings* siblings, const std::str
 
 }  // namespace
 
-bool is_valid_utf8(std::string_view bytes) {
-    for (std::size_t pos = 0; pos < bytes.size();) {
-        const std::size_t n = valid_sequence_length(bytes, pos);
-        if (n == 0) return false;
-        pos += n;
-    }
-    return true;
-}
+bool is_valid_utf8(std::string_view bytes) { return utf8::is_valid(bytes); }
 
-std::string replace_invalid_utf8(std::string_view bytes) {
-    std::string out;
-    out.reserve(bytes.size());
-    for (std::size_t pos = 0; pos < bytes.size();) {
-        const std::size_t n = valid_sequence_length(bytes, pos);
-        if (n == 0) {
-            out += "\xEF\xBF\xBD";
-            pos += 1;
-        } else {
-            out += bytes.substr(pos, n);
-            pos += n;
-        }
-    }
-    return out;
-}
+std::string replace_invalid_utf8(std::string_view bytes) { return utf8::replace_invalid(bytes); }
 
-std::string hex_bytes(std::string_view bytes) {
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(bytes.size() * 2);
-    for (const char c : bytes) {
-        out += kHex[static_cast<unsigned char>(c) >> 4];
-        out += kHex[static_cast<unsigned char>(c) & 15];
-    }
-    return out;
-}
+std::string hex_bytes(std::string_view bytes) { return utf8::hex(bytes); }
 
 json::value strict_value(const json::value& value) { return strict_copy(value, nullptr, ""); }
 

@@ -1,5 +1,6 @@
 #include "extract/run_directory.hpp"
 
+#include <ember/manifest_seal.hpp>
 #include <ember/npy.hpp>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -27,7 +28,6 @@ namespace fs = std::filesystem;
 namespace json = boost::json;
 
 const std::string kSealKey = "manifest_sha256";
-const std::string kZeros(64, '0');
 constexpr const char* kStagingTag = ".ember-staging.";
 constexpr const char* kReplacedTag = ".ember-replaced.";
 
@@ -255,14 +255,8 @@ void RunDirectoryWriter::publish() {
 
 std::string seal_manifest(json::object manifest) {
     manifest.erase(kSealKey);
-    manifest[kSealKey] = kZeros;  // inserted last, so written last
-    std::string text = pretty_json(manifest) + "\n";
-    const std::string placeholder = "\"" + kSealKey + "\": \"" + kZeros + "\"";
-    const std::size_t at = text.rfind(placeholder);
-    if (at == std::string::npos) throw Error("manifest: the seal placeholder is missing");
-    const std::string digest = sha256_hex(text);
-    text.replace(at + placeholder.size() - 65, 64, digest);
-    return text;
+    manifest[kSealKey] = seal::zeros();  // inserted last, so written last
+    return seal::sealed(pretty_json(manifest) + "\n");
 }
 
 bool seal_matches(std::string_view text, std::string& why) {
@@ -272,21 +266,17 @@ bool seal_matches(std::string_view text, std::string& why) {
         why = "not a valid JSON object";
         return false;
     }
-    const json::value* seal = value.as_object().if_contains(kSealKey);
-    if (seal == nullptr || !seal->is_string() || seal->as_string().size() != 64) {
+    const json::value* claimed = value.as_object().if_contains(kSealKey);
+    if (claimed == nullptr || !claimed->is_string() || claimed->as_string().size() != 64) {
         why = "has no manifest_sha256 seal";
         return false;
     }
-    const std::string digest(seal->as_string());
-    const std::string sealed = "\"" + kSealKey + "\": \"" + digest + "\"";
-    const std::size_t at = text.rfind(sealed);
-    if (at == std::string_view::npos) {
+    const std::string digest(claimed->as_string());
+    const std::string actual = seal::content_digest(text, digest);
+    if (actual.empty()) {
         why = "manifest_sha256 is not written as the seal";
         return false;
     }
-    std::string zeroed(text);
-    zeroed.replace(at + sealed.size() - 65, 64, kZeros);
-    const std::string actual = sha256_hex(zeroed);
     if (actual != digest) {
         why = fmt::format("its bytes do not match its seal (manifest_sha256 {}, content hashes to {})", digest, actual);
         return false;

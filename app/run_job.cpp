@@ -198,6 +198,7 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     // report. When even run.json cannot be written, no run.json may claim anything: an
     // earlier "ok" one is removed and stderr says so.
     const auto write_failure_report = [&](const std::string& error, const experiments::RunnerSnapshot& snapshot) {
+        journal.reset();  // its temporary goes, before the directory may be swapped into place
         parts.error = &error;
         try {
             write_report(snapshot);

@@ -80,16 +80,27 @@ void remove_stale_siblings(const fs::path& dir) {
     }
 }
 
-// What `dir` holds besides the lock record: the first few names.
+// The files `dir` holds (recursively, '/'-separated) besides the lock record; empty
+// subdirectories do not count.
 std::vector<std::string> contents(const fs::path& dir) {
     std::vector<std::string> names;
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-        const std::string name = entry.path().filename().string();
+    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it); it.increment(ec)) {
+        if (it->is_directory(ec) && !it->is_symlink(ec)) continue;
+        const std::string name = it->path().lexically_relative(dir).generic_string();
         if (name != kLockRecordName) names.push_back(name);
     }
     std::sort(names.begin(), names.end());
     return names;
+}
+
+// Removes the (empty) subdirectories of a directory that holds no file.
+void remove_subdirectories(const fs::path& dir) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+        std::error_code remove_ec;
+        if (entry.is_directory(remove_ec) && !entry.is_symlink(remove_ec)) fs::remove_all(entry.path(), remove_ec);
+    }
 }
 
 // Swaps `a` and `b` atomically (renameat2 RENAME_EXCHANGE); where the file system cannot,
@@ -134,7 +145,10 @@ RunDirectoryWriter::RunDirectoryWriter(fs::path dir, RunDirectoryOptions options
     remove_stale_siblings(dir_);
 
     const std::vector<std::string> found = contents(dir_);
-    if (found.empty()) return;
+    if (found.empty()) {
+        remove_subdirectories(dir_);
+        return;
+    }
     if (options.not_needed) {
         if (auto reason = options.not_needed(dir_)) throw RunNotNeeded(*reason);
     }

@@ -1,7 +1,8 @@
 // Verifying a run directory against its manifest (`ember verify DIR`): the manifest's
 // seal, every listed file's size and SHA-256, every array's .npy header (dtype, order,
 // shape, data length) against what the manifest says it holds, and that no file under
-// the directory is left out of the manifest. A manifest.json in a subdirectory (capture's)
+// the directory is left out of the manifest (but for the lock record .ember-lock of a
+// writer at work, which belongs to no run). A manifest.json in a subdirectory (capture's)
 // is verified the same way. Every problem names the file it is about, and a malformed
 // manifest value the key ("files.x.npy.bytes is -3, not a size").
 #pragma once

@@ -217,6 +217,12 @@ std::vector<SweepRun> execute_sweep(const std::vector<fs::path>& configs, const 
     const auto worker = [&] {
         for (std::size_t i = next++; i < planned.size(); i = next++) {
             Planned& p = planned[i];
+            // Checked again when its turn comes: an earlier run of this sweep may have
+            // changed one of its inputs (a patch source captured again).
+            if (p.config && p.run.outcome == SweepOutcome::Skipped && !up_to_date(*p.config, p.run.config_hash)) {
+                p.run.outcome = SweepOutcome::Failed;
+                p.run.error.clear();
+            }
             const bool runnable = p.config && p.run.outcome != SweepOutcome::Skipped;
             if (runnable) {
                 if (options.on_run_start) {

@@ -9,6 +9,7 @@
 
 #include "cli.hpp"
 #include "common/atomic_file.hpp"
+#include "common/dir_lock.hpp"
 #include "common/error.hpp"
 #include "common/sha256.hpp"
 #include "experiments/experiment_runner.hpp"
@@ -202,11 +203,19 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
         parts.error = &error;
         try {
             write_report(snapshot);
-        } catch (const std::exception& e) {
+        } catch (const std::exception&) {
+            // A full disk: what the failed run wrote has no manifest and is worth nothing
+            // next to the record of the failure, so it makes room for it.
             std::error_code ec;
-            fs::remove(report_path, ec);
-            fmt::print(stderr, "ember: {} could not be written ({}); the run failed during {}: {}\n",
-                       outcome.report.string(), e.what(), parts.failed_during, error);
+            for (const auto& entry : fs::directory_iterator(directory.dir(), ec))
+                if (entry.path().filename() != kLockRecordName) fs::remove_all(entry.path(), ec);
+            try {
+                write_report(snapshot);
+            } catch (const std::exception& e) {
+                fs::remove(report_path, ec);
+                fmt::print(stderr, "ember: {} could not be written ({}); the run failed during {}: {}\n",
+                           outcome.report.string(), e.what(), parts.failed_during, error);
+            }
         }
         try {
             directory.publish();

@@ -20,8 +20,9 @@
 //
 // A failure after the output directory exists (an experiment, the trace, the extraction,
 // a full disk) still writes run.json (outcome "failed", the error, failed_during, what
-// was generated so far), but no trace journal and no manifest; when even run.json cannot
-// be written, stderr says so and no run.json is left. Then the error propagates: ExperimentFailure for a strict experiment failure (on_error was told
+// was generated so far), but no trace journal and no manifest; when run.json cannot be
+// written (a full disk), the failed run's files are removed to make room and it is
+// written again; when even that fails, stderr says so and no run.json is left. Then the error propagates: ExperimentFailure for a strict experiment failure (on_error was told
 // first), any other error after the experiments are told through on_error. Under fail_open a failing experiment is listed
 // in run.json and the run goes on.
 #pragma once

@@ -172,6 +172,8 @@ private:
                 layer_value.is_integer() ? std::optional<std::size_t>(layer_value.as_integer()) : std::nullopt;
             const auto phase = member(a, "phase", name_).as_string() == "prefill" ? ember::ExecutionPhase::Prefill
                                                                                   : ember::ExecutionPhase::Decode;
+            // The layers the source holds at the selected stages and phase, asked for or not.
+            if (layer && selection_.wants_site(*stage, phase, std::nullopt)) layers_held_.insert(*layer);
             if (!selection_.wants_site(*stage, phase, layer)) continue;
 
             const std::string file_name = member(a, "file", name_).as_string();
@@ -191,11 +193,8 @@ private:
             for (std::size_t row = 0; row < positions.size(); ++row)
                 source.row_of_position[static_cast<std::size_t>(positions[row].as_integer())] = row;
             source.values = std::move(npy.values);
-            if (layer) layers_held_.insert(*layer);
             sources_[site_key(*stage, layer, phase)] = std::move(source);
         }
-        if (sources_.empty())
-            throw std::runtime_error(name_ + " holds no arrays for the selected stages, layers and phase");
     }
 
     // Refuses, by name, a layer or a position asked for that the source does not hold.
@@ -217,6 +216,8 @@ private:
                     throw std::runtime_error(name_ + ": " + source.file + " holds no row for prompt position " +
                                              std::to_string(p) + " (it holds positions " + list_text(held) + ")");
         }
+        if (sources_.empty())
+            throw std::runtime_error(name_ + " holds no arrays for the selected stages, layers and phase");
     }
 
     ember::Status act(Stage stage, const ember::ExecutionContext& ctx, std::optional<std::size_t> layer,

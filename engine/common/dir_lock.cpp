@@ -7,7 +7,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <fstream>
 #include <iterator>
 
@@ -15,15 +14,6 @@
 
 namespace ember {
 namespace {
-
-std::string utc_now() {
-    const std::time_t now = std::time(nullptr);
-    std::tm utc{};
-    ::gmtime_r(&now, &utc);
-    char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &utc);
-    return stamp;
-}
 
 std::string read_record(const std::filesystem::path& path) {
     std::ifstream in(path);
@@ -50,7 +40,7 @@ DirectoryLock::DirectoryLock(const std::filesystem::path& dir, const std::string
     const std::filesystem::path record = dir / kLockRecordName;
     record_on_signal_ = std::make_unique<RemoveOnSignal>(record);
     try {
-        write_file_atomically(record, fmt::format("pid {}, {}, started {}\n", ::getpid(), holder, utc_now()));
+        write_file_atomically(record, fmt::format("pid {}, {}\n", ::getpid(), holder));
     } catch (const Error&) {
         // A full disk: the lock holds all the same, only a rival's message is poorer.
     }

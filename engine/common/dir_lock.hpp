@@ -1,5 +1,5 @@
 // One writer per directory: an exclusive flock(2) on the directory itself, taken without
-// waiting. The holder also leaves a record, DIR/.ember-lock ("pid P, run R, started T"),
+// waiting. The holder also leaves a record, DIR/.ember-lock ("pid P, run R": the run id holds its start time),
 // so that a second writer's error names who holds it; the record is removed when the lock
 // is released (and on SIGINT/SIGTERM). The kernel releases the lock when the holder dies,
 // however it dies, so a lock is never stale; a record left by a killed holder is replaced.

@@ -35,7 +35,7 @@ DirectoryLock::DirectoryLock(const std::filesystem::path& dir, const std::string
             throw Error(fmt::format("{}: cannot lock the output directory ({})", dir.string(), std::strerror(err)));
         const std::string record = read_record(dir / kLockRecordName);
         throw DirectoryInUse(fmt::format("{}: the output directory is in use by another ember process ({})",
-                                         dir.string(), record.empty() ? "it has not recorded who it is" : record));
+                                         dir.string(), record.empty() ? "it is starting or finishing and names no run" : record));
     }
     const std::filesystem::path record = dir / kLockRecordName;
     record_on_signal_ = std::make_unique<RemoveOnSignal>(record);

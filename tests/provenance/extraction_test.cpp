@@ -91,10 +91,11 @@ TEST_CASE("an interrupted replacement leaves the earlier run complete, and no te
 TEST_CASE("a directory holding other files is refused by name before anything is written") {
     TempDir dir;
     const fs::path out = dir.path() / "run";
-    fs::create_directories(out / "after_layer.layer2.npy");
+    fs::create_directories(out / "notes");
+    write_all(out / "notes" / "mine.txt", "mine\n");
     const CommandResult r = extract_cli("stories260K", out, "");
     CHECK(r.exit_code == 1);
-    CHECK(r.output.find("holds files of no recorded run ('after_layer.layer2.npy')") != std::string::npos);
+    CHECK(r.output.find("holds files of no recorded run ('notes/mine.txt')") != std::string::npos);
     CHECK(!fs::exists(out / "manifest.json"));
     CHECK(!fs::exists(out / "after_layer.layer1.npy"));
     CHECK(!has_temporaries(out));

@@ -16,7 +16,8 @@
 // directory (experiment outputs included) with its checksum, so `ember verify` can check
 // the whole directory (docs/formats.md).
 // With no experiment the runner is never built and the loop is given no hooks: the
-// forward pass is the DisabledHooks instantiation.
+// forward pass is the DisabledHooks instantiation. With one, the whole run happens in a
+// supervised worker process (supervised_run.hpp), unless options.observer is set.
 //
 // A failure after the output directory exists (an experiment, the trace, the extraction,
 // a full disk) still writes run.json (outcome "failed", the error, failed_during, what
@@ -24,8 +25,11 @@
 // written (a full disk), the failed run's files are removed to make room and it is
 // written again; when even that fails, stderr says so and no run.json is left. Then the error propagates: ExperimentFailure for a strict experiment failure (on_error was told
 // first), any other error after the experiments are told through on_error. Under fail_open a failing experiment is listed
-// in run.json and the run goes on.
+// in run.json and the run goes on. A supervised run throws ember::Error with the same
+// message, or with the crash's when its worker did not finish (run.json says "crashed").
 #pragma once
+
+#include <boost/json/object.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -37,6 +41,7 @@
 #include <vector>
 
 #include "config/run_config.hpp"
+#include "experiments/stage_record.hpp"
 #include "gguf/gguf_file.hpp"
 #include "kernels/ops.hpp"
 #include "models/model.hpp"
@@ -58,9 +63,14 @@ struct RunOptions {
     // [tracing] asks for (null: the journal when tracing.enabled, else none).
     kernels::OpObserver* observer = nullptr;
     bool overwrite = false;  // replace an earlier run in the output directory (as [output] overwrite)
-    // Asked with the directory locked when it is not empty (see extract::RunDirectoryOptions):
-    // a reason not to run, thrown as extract::RunNotNeeded.
-    std::function<std::optional<std::string>(const std::filesystem::path& dir)> not_needed;
+    // With the directory locked: when it holds a current result of this config (verified,
+    // same config hash, same input digests; extract::current_result), throw
+    // extract::RunNotNeeded instead of running (a sweep; another sweep made it meanwhile).
+    bool skip_if_current = false;
+    std::string run_id;  // empty: a new one (make_run_id)
+    // Set in a supervised worker (supervised_run.hpp): the run happens in this process and
+    // the runner publishes each stage it enters here.
+    experiments::StageRecord* progress = nullptr;
 };
 
 struct RunOutcome {
@@ -79,6 +89,9 @@ struct RunOutcome {
 };
 
 RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model, const RunOptions& options = {});
+
+// run.json's "model": path, sha256, name, family, n_layers, n_embd, n_vocab.
+boost::json::object model_json(const LoadedModel& model);
 
 // A new run id: UTC time and 32 random bits, "20250101T120000Z-1a2b3c4d".
 std::string make_run_id();

@@ -72,23 +72,6 @@ struct Planned {
     SweepRun run;
 };
 
-// Why the result in the config's output directory makes running it again unnecessary: it
-// verifies, has this config hash, and every input it recorded has the digest the input
-// has now (a re-captured patch source or a replaced model file is a different input).
-std::optional<std::string> up_to_date(const config::RunConfig& config, const std::string& hash) {
-    if (!fs::exists(config.output.dir / extract::kManifestName)) return std::nullopt;
-    const extract::VerifyReport report = extract::verify_run_directory(config.output.dir);
-    if (!report.ok() || report.config_hash != hash) return std::nullopt;
-    try {
-        if (!extract::inputs_difference(report.inputs, extract::collect_inputs(config)).empty()) return std::nullopt;
-    } catch (const std::exception&) {
-        return std::nullopt;  // an input cannot be read: the run will say so
-    }
-    return fmt::format("run {} in the output directory verifies and has this config hash and these inputs (--force "
-                       "reruns it)",
-                       report.run_id);
-}
-
 Planned plan(const fs::path& file, const std::optional<fs::path>& defaults, bool force) {
     Planned p;
     p.run.config = file;
@@ -103,7 +86,7 @@ Planned plan(const fs::path& file, const std::optional<fs::path>& defaults, bool
     p.run.config_hash = config::config_hash(*p.config);
     p.run.output_dir = p.config->output.dir;
     if (!force) {
-        if (auto reason = up_to_date(*p.config, p.run.config_hash)) {
+        if (auto reason = extract::current_result(*p.config, p.run.config_hash)) {
             p.run.outcome = SweepOutcome::Skipped;
             p.run.error = *reason;
         }
@@ -120,7 +103,7 @@ void run_one(Planned& p, ModelCache& models, bool force) {
     // meanwhile is found and counted by that sweep, not this one.
     RunOptions options;
     options.overwrite = true;
-    if (!force) options.not_needed = [&](const fs::path&) { return up_to_date(*p.config, p.run.config_hash); };
+    options.skip_if_current = !force;
     for (;;) {
         try {
             auto [model, shared] = models.get(*p.config);
@@ -137,7 +120,7 @@ void run_one(Planned& p, ModelCache& models, bool force) {
         } catch (const extract::RunNotNeeded& e) {
             p.run.outcome = SweepOutcome::Skipped;
             p.run.error = e.what();
-        } catch (const DirectoryInUse& e) {
+        } catch (const DirectoryInUse& e) {  // another process (another sweep) is making it
             if (Clock::now() - start < kWaitForDirectory) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(100));
                 continue;
@@ -219,7 +202,7 @@ std::vector<SweepRun> execute_sweep(const std::vector<fs::path>& configs, const 
             Planned& p = planned[i];
             // Checked again when its turn comes: an earlier run of this sweep may have
             // changed one of its inputs (a patch source captured again).
-            if (p.config && p.run.outcome == SweepOutcome::Skipped && !up_to_date(*p.config, p.run.config_hash)) {
+            if (p.config && p.run.outcome == SweepOutcome::Skipped && !extract::current_result(*p.config, p.run.config_hash)) {
                 p.run.outcome = SweepOutcome::Failed;
                 p.run.error.clear();
             }

@@ -11,6 +11,7 @@
 #include "common/digest_cache.hpp"
 #include "common/error.hpp"
 #include "extract/run_directory.hpp"
+#include "extract/verify.hpp"
 
 namespace ember::extract {
 namespace {
@@ -134,6 +135,21 @@ std::string inputs_difference(const json::array& recorded, const std::vector<Inp
     }
     if (!before.empty()) return fmt::format("{} was an input of the recorded run and is no longer", before.begin()->first);
     return "";
+}
+
+std::optional<std::string> current_result(const config::RunConfig& config, const std::string& config_hash) {
+    std::error_code ec;
+    if (!fs::exists(config.output.dir / kManifestName, ec)) return std::nullopt;
+    const VerifyReport report = verify_run_directory(config.output.dir);
+    if (!report.ok() || report.config_hash != config_hash) return std::nullopt;
+    try {
+        if (!inputs_difference(report.inputs, collect_inputs(config)).empty()) return std::nullopt;
+    } catch (const std::exception&) {
+        return std::nullopt;  // an input cannot be read: the run will say so
+    }
+    return fmt::format("run {} in the output directory verifies and has this config hash and these inputs (--force "
+                       "reruns it)",
+                       report.run_id);
 }
 
 }  // namespace ember::extract

@@ -50,4 +50,9 @@ boost::json::array inputs_json(const std::vector<InputFile>& inputs);
 // (sha256 ab12... was 9f00...)").
 std::string inputs_difference(const boost::json::array& recorded, const std::vector<InputFile>& current);
 
+// Why the result in `config`'s output directory makes running it again unnecessary (it
+// verifies, has `config_hash`, and every input it recorded has the digest the input has
+// now), or nullopt. What `ember sweep` skips by.
+std::optional<std::string> current_result(const config::RunConfig& config, const std::string& config_hash);
+
 }  // namespace ember::extract

@@ -263,6 +263,9 @@ RunOutcome supervise_run(const config::RunConfig& config, const LoadedModel& mod
                              {{input_fd.get(), kInputFd}, {shared.fd(), kRecordFd}, {worker_end.get(), kControlFd}},
                              STDERR_FILENO));
     worker_end.reset();
+    // SIGINT/SIGTERM reach the worker, which removes its temporaries (common/atomic_file.hpp).
+    install_signal_cleanup();
+    forward_signals_to(worker.pid());
 
     const std::int64_t stage_limit_ns =
         config.hooks.timeout_ms == 0 ? 0 : (std::int64_t{config.hooks.timeout_ms} + kTimeoutGraceMs) * 1'000'000;
@@ -317,6 +320,7 @@ RunOutcome supervise_run(const config::RunConfig& config, const LoadedModel& mod
         }
     }
     const int status = worker.wait();
+    forward_signals_to(0);
     control.reset();
 
     if (final && final->kind == "done") return outcome_from_json(final->body);

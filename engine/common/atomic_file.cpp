@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -28,8 +29,13 @@ struct Slot {
     char path[kPathBytes];
 };
 std::array<Slot, kSlots> g_remove_on_signal;
+std::atomic<long> g_forward_to{0};
 
 extern "C" void remove_registered_and_reraise(int signal_number) {
+    if (const long child = g_forward_to.load(); child > 0) {
+        ::kill(static_cast<pid_t>(child), signal_number);
+        ::waitpid(static_cast<pid_t>(child), nullptr, 0);
+    }
     for (Slot& slot : g_remove_on_signal)
         if (slot.ready.load()) ::unlink(slot.path);
     ::signal(signal_number, SIG_DFL);
@@ -56,6 +62,8 @@ RemoveOnSignal::~RemoveOnSignal() {
     g_remove_on_signal[slot_].ready.store(false);
     g_remove_on_signal[slot_].used.store(false);
 }
+
+void forward_signals_to(long pid) { g_forward_to.store(pid); }
 
 void install_signal_cleanup() {
     static std::atomic<bool> installed{false};

@@ -37,6 +37,9 @@ private:
 
 // Installs the SIGINT/SIGTERM handler (once per process; later calls do nothing).
 void install_signal_cleanup();
+// While set (a supervised worker's pid; 0 to clear), the handler first passes the signal
+// on to that child and waits for it, so the child removes its own temporaries.
+void forward_signals_to(long pid);
 
 class AtomicFile {
 public:

@@ -10,6 +10,7 @@
 
 #include "common/error.hpp"
 #include "common/sha256.hpp"
+#include "config/run_config_toml.hpp"
 #include "config/toml_limits.hpp"
 #include "config/toml_reader.hpp"
 
@@ -182,8 +183,13 @@ std::vector<ExperimentEntry> load_defaults_file(const fs::path& file) {
 }
 
 RunConfig load_run_config(const fs::path& file, const LoadOptions& options) {
+    return run_config_from_toml(parse_toml_file(file), file, options);
+}
+
+toml::table parse_config_file(const fs::path& file) { return parse_toml_file(file); }
+
+RunConfig run_config_from_toml(const toml::table& root, const fs::path& file, const LoadOptions& options) {
     const std::string display = file.string();
-    const toml::table root = parse_toml_file(file);
     RunConfig c;
     c.source = absolute_normal(file);
     const fs::path base = c.source.parent_path();

@@ -171,6 +171,7 @@ int run_extract(const std::vector<std::string>& args) {
         ("no-bos", po::bool_switch(), "do not add the BOS token even if the model asks for it")
         ("trace", po::value<std::string>(), "also write the operation journal to FILE")
         ("json", po::bool_switch(), "print a JSON summary")
+        ("overwrite", po::bool_switch(), "replace an earlier run in the output directory (as [output] overwrite = true)")
         ("config", po::value<std::string>(), "a run config (TOML) instead of the options above");
     po::positional_options_description positional;
     positional.add("config", 1);
@@ -180,7 +181,7 @@ int run_extract(const std::vector<std::string>& args) {
     config::RunConfig config;
     if (vm.count("config")) {
         for (const auto& [option, value] : vm) {
-            if (option != "config" && option != "json" && !value.defaulted())
+            if (option != "config" && option != "json" && option != "overwrite" && !value.defaulted())
                 throw UsageError(fmt::format("ember extract: --{} cannot be combined with a run config (set it there)", option));
         }
         config = config::load_run_config(vm["config"].as<std::string>());
@@ -191,7 +192,9 @@ int run_extract(const std::vector<std::string>& args) {
 
     const extract::LoadedModel model(config.model.path, parse_arch(config.model.arch));
     if (config.dataset.path) return run_dataset(model, config, vm["json"].as<bool>());
-    const extract::ExtractionResult result = extract::run_extraction(model, config);
+    extract::ExtractionOptions extraction;
+    extraction.overwrite = vm["overwrite"].as<bool>();
+    const extract::ExtractionResult result = extract::run_extraction(model, config, extraction);
 
     if (vm["json"].as<bool>()) {
         boost::json::object o{{"dir", result.dir.string()},

@@ -29,6 +29,7 @@ int run_run(const std::vector<std::string>& args) {
          "load this experiment plugin after the config's (repeatable; runs in the order given)")
         ("model", po::value<std::string>(), "run this GGUF model instead of the config's [model] path")
         ("trace", po::value<std::string>(), "write the operation journal to FILE (as [tracing] enabled = true, path = FILE)")
+        ("overwrite", po::bool_switch(), "replace an earlier run in the output directory (as [output] overwrite = true)")
         ("config", po::value<std::string>(), "the run config (TOML)");
     if (args.size() == 1 && args[0] == "--worker") run_worker();  // started by a supervisor, never by hand
     po::positional_options_description positional;
@@ -49,6 +50,7 @@ int run_run(const std::vector<std::string>& args) {
     if (vm.count("model")) {
         config.model.path = std::filesystem::absolute(vm["model"].as<std::string>()).lexically_normal();
     }
+    if (vm["overwrite"].as<bool>()) config.output.overwrite = true;
     if (vm.count("trace")) {
         config.tracing.enabled = true;
         config.tracing.path = std::filesystem::absolute(vm["trace"].as<std::string>()).lexically_normal();

@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "common/error.hpp"
 #include "extract/manifest.hpp"
+#include "common/strict_json.hpp"
 #include "gguf/gguf_file.hpp"
 #include "pieces.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -80,15 +81,15 @@ void print_json_tokens(const tokenizer::Tokenizer& tok, const std::string& model
     put("{\n");
     for (const auto& field : header) {
         put("  ");
-        put(json::serialize(json::string(field.key())));
+        put(strict_json(json::string(field.key())));
         put(": ");
-        put(json::serialize(field.value()));
+        put(strict_json(field.value()));
         put(",\n");
     }
     put("  \"tokens\": [");
     for (std::size_t i = 0; i < tokens.size(); ++i) {
         put(i ? ",\n    " : "\n    ");
-        put(json::serialize(token_json(tok, tokens[i])));
+        put(strict_json(token_json(tok, tokens[i])));
     }
     put(tokens.empty() ? "]\n}\n" : "\n  ]\n}\n");
     write_stdout_or_throw(out);

@@ -9,11 +9,13 @@
 
 #include "cli.hpp"
 #include "common/atomic_file.hpp"
+#include "common/dir_lock.hpp"
 #include "common/error.hpp"
 #include "common/sha256.hpp"
 #include "experiments/experiment_runner.hpp"
 #include "experiments/run_report.hpp"
 #include "extract/extraction.hpp"
+#include "extract/inputs_record.hpp"
 #include "hooks/hook_chain.hpp"
 #include "generation_output.hpp"
 #include "runtime/session.hpp"
@@ -44,6 +46,9 @@ struct ReportParts {
     std::size_t ctx = 0;
     double total_ms = 0;
     const std::optional<trace::JournalSummary>* trace = nullptr;
+    const json::array* inputs = nullptr;
+    std::string replaced_run_id;  // the run --overwrite replaced
+    std::string failed_during;    // what the run was doing: setup, generation, trace, extraction, run.json, manifest
 };
 
 json::value trace_json(const std::optional<trace::JournalSummary>* trace) {
@@ -76,10 +81,13 @@ json::object report_json(const ReportParts& p, const experiments::RunnerSnapshot
         {"run_id", p.outcome.run_id},
         {"outcome", p.error ? "failed" : "ok"},
         {"error", p.error ? json::value(*p.error) : json::value(nullptr)},
+        {"failed_during", p.error ? json::value(p.failed_during) : json::value(nullptr)},
+        {"replaced_run_id", p.replaced_run_id.empty() ? json::value(nullptr) : json::value(p.replaced_run_id)},
         {"config_file", p.config.source.string()},
         {"config_hash", p.config_hash},
         {"config", config::to_json(p.config)},
         {"model", model_json(p.model)},
+        {"inputs", p.inputs ? json::value(*p.inputs) : json::value(json::array())},
         {"route", p.outcome.route},
         {"cpu_variant", p.outcome.variant.empty() ? json::value(nullptr) : json::value(p.outcome.variant)},
         {"kv_type", p.config.model.kv_type},
@@ -141,12 +149,18 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     // An extraction's layers and positions are checked before anything is written.
     std::optional<extract::Extractor> extractor;
     if (config.output.extract) extractor.emplace(extract::resolve(config.output, model_config, encoded.text, encoded.tokens));
+    const std::vector<extract::InputFile> inputs = extract::collect_inputs(config, model.sha256);
 
-    // Creates the output directory and removes an earlier run's manifest.
-    extract::RunDirectoryWriter directory(config.output.dir);
+    // Creates and locks the output directory (an earlier run in it: refused, or replaced).
+    extract::RunDirectoryWriter directory(
+        config.output.dir,
+        {config.output.overwrite || options.overwrite, fmt::format("run {}", outcome.run_id),
+         options.skip_if_current ? [&](const fs::path&) { return extract::current_result(config, config_hash); }
+                                 : std::function<std::optional<std::string>(const fs::path&)>()});
     outcome.report = config.output.dir / "run.json";
+    const fs::path report_path = directory.dir() / "run.json";
 
-    experiments::RunInfo info{outcome.run_id, config.output.dir.string(), model.path.string(), model.sha256,
+    experiments::RunInfo info{outcome.run_id, directory.dir().string(), model.path.string(), model.sha256,
                               config.model.route, config_hash, {}};
     for (std::int32_t id : outcome.prompt_tokens) info.prompt_token_ids.push_back(static_cast<std::uint32_t>(id));
 
@@ -159,7 +173,6 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     session_options.all_logits = extractor && extractor->selection().needs_all_logits();
     std::optional<trace::Journal> journal;
     session_options.observer = options.observer;
-    if (config.tracing.enabled && options.observer == nullptr) session_options.observer = &journal.emplace(config.tracing.path);
 
     runtime::GenerationOptions generation;
     generation.max_tokens = config.generation.max_tokens;
@@ -176,27 +189,60 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     };
     const auto is_end = [&](std::int32_t token) { return model.tokenizer.is_end_of_generation(token); };
 
+    const json::array inputs_record = extract::inputs_json(inputs);
     ReportParts parts{config, config_hash, model, outcome, prompt, generated};
     parts.trace = &outcome.trace;
+    parts.inputs = &inputs_record;
+    parts.replaced_run_id = directory.replaced_run_id();
     parts.ctx = config.model.ctx != 0 ? config.model.ctx : runtime::default_context_length(model_config);
     parts.hooks_active = !config.experiments.empty();
     const experiments::RunnerSnapshot no_experiments{config.hooks.failure, config.hooks.timeout_ms, {}, {}};
     const auto write_report = [&](const experiments::RunnerSnapshot& snapshot) {
         parts.total_ms = ms_since(start);
-        write_file_atomically(outcome.report, pretty_json(report_json(parts, snapshot)) + "\n");
+        write_file_atomically(report_path, pretty_json(report_json(parts, snapshot)) + "\n");
     };
-    // For a failed run: the run's own error is what propagates, never one from writing the report.
+    // For a failed run: the run's own error is what propagates, never one from writing the
+    // report. When even run.json cannot be written, no run.json may claim anything: an
+    // earlier "ok" one is removed and stderr says so.
     const auto write_failure_report = [&](const std::string& error, const experiments::RunnerSnapshot& snapshot) {
+        journal.reset();  // its temporary goes, before the directory may be swapped into place
         parts.error = &error;
         try {
             write_report(snapshot);
+        } catch (const std::exception&) {
+            // A full disk: what the failed run wrote has no manifest and is worth nothing
+            // next to the record of the failure, so it makes room for it.
+            std::error_code ec;
+            for (const auto& entry : fs::directory_iterator(directory.dir(), ec))
+                if (entry.path().filename() != kLockRecordName) fs::remove_all(entry.path(), ec);
+            try {
+                write_report(snapshot);
+            } catch (const std::exception& e) {
+                fs::remove(report_path, ec);
+                fmt::print(stderr, "ember: {} could not be written ({}); the run failed during {}: {}\n",
+                           outcome.report.string(), e.what(), parts.failed_during, error);
+            }
+        }
+        try {
+            directory.publish();
         } catch (const std::exception& e) {
-            fmt::print(stderr, "ember: {} was not written: {}\n", outcome.report.string(), e.what());
+            fmt::print(stderr, "ember: {}\n", e.what());
         }
     };
 
     std::unique_ptr<experiments::ExperimentRunner> runner;
+    bool runner_finished = false;
+    const auto finish_runner = [&] {
+        if (runner && !runner_finished) {
+            runner_finished = true;
+            runner->finish();
+        }
+    };
+    std::string& stage = parts.failed_during;
     try {
+        stage = "setup";
+        if (config.tracing.enabled && options.observer == nullptr)
+            session_options.observer = &journal.emplace(directory.place(config.tracing.path));
         if (!config.experiments.empty()) {
             runner = std::make_unique<experiments::ExperimentRunner>(
                 experiments::specs_from_config(config), info,
@@ -205,6 +251,7 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
         }
         runtime::Session session(*model.model, session_options);
         outcome.variant = session.backend().variant();
+        stage = "generation";
         if (runner) {
             hooks::EvalInfo prefill;
             prefill.n_tokens = outcome.prompt_tokens.size();
@@ -218,38 +265,46 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
             runner->on_generation_complete(outcome.result.tokens.size(),
                                            experiment_stop_reason(outcome.result.stop_reason));
         }
+        parts.result = &outcome.result;
+        stage = "experiments";
+        finish_runner();
+        stage = "trace";
+        if (journal) {
+            outcome.trace = journal->finish();
+            outcome.trace->path = config.tracing.path;
+        }
+        const experiments::RunnerSnapshot snapshot = runner ? runner->snapshot() : no_experiments;
+        outcome.experiment_failures = snapshot.failures;
+
+        // The extraction's arrays, then run.json, then the manifest listing every file.
+        stage = "extraction";
+        extract::RunRecord record;
+        record.kind = "ember.run";
+        record.run_id = outcome.run_id;
+        record.route = outcome.route;
+        record.variant = outcome.variant;
+        record.config_hash = config_hash;
+        record.config = config::to_json(config);
+        record.trace = outcome.trace;
+        record.inputs = inputs_record;
+        record.threads = outcome.threads;
+        extract::write_extraction(directory, extractor ? &*extractor : nullptr, model, encoded, record,
+                                  session_options.route, outcome.threads, [&] {
+                                      stage = "run.json";
+                                      write_report(snapshot);
+                                      stage = "manifest";
+                                  });
     } catch (const experiments::ExperimentFailure& failure) {
-        if (runner) runner->finish();
+        finish_runner();
         write_failure_report(failure.what(), runner ? runner->snapshot() : failure.snapshot().value_or(no_experiments));
         throw;
     } catch (const std::exception& e) {
-        if (runner) {
-            runner->notify_error(e.what(), generated.size());
-            runner->finish();
-        }
+        if (runner && !runner_finished) runner->notify_error(e.what(), generated.size());
+        finish_runner();
         write_failure_report(e.what(), runner ? runner->snapshot() : no_experiments);
         throw;
     }
 
-    parts.result = &outcome.result;
-    if (runner) runner->finish();
-    if (journal) outcome.trace = journal->finish();
-    const experiments::RunnerSnapshot snapshot = runner ? runner->snapshot() : no_experiments;
-    outcome.experiment_failures = snapshot.failures;
-    write_report(snapshot);
-
-    // The manifest last: run.json, the journal, the extraction's arrays.
-    directory.add_existing(outcome.report.filename().string());
-    extract::RunRecord record;
-    record.kind = "ember.run";
-    record.run_id = outcome.run_id;
-    record.route = outcome.route;
-    record.variant = outcome.variant;
-    record.config_hash = config_hash;
-    record.config = config::to_json(config);
-    record.trace = outcome.trace;
-    extract::write_extraction(directory, extractor ? &*extractor : nullptr, model, encoded, record,
-                              session_options.route, outcome.threads);
     for (const auto& f : directory.files()) outcome.arrays += f.name.ends_with(".npy");
     outcome.manifest = config.output.dir / extract::kManifestName;
     return outcome;

@@ -4,22 +4,26 @@
 //   RunOutcome done = execute_run(config, model, {.on_token = print});
 //
 // In order: a run id is made; the prompt is tokenized (and an extraction's layers and
-// positions checked against the model and prompt); the output directory is created (and
-// an earlier manifest.json in it removed); the composed experiments are loaded and
-// created; on_model_loaded; the session (with the trace journal when [tracing] asks);
-// before_prefill; the generation loop (the experiments, then the extraction when
-// [output] extract = true, at every stage site); on_generation_complete; the instances
-// are destroyed; run.json is written into the output directory (temporary name, then
-// rename); then the extraction's arrays, and manifest.json last, which lists run.json,
-// the journal (when it lies in the directory) and the arrays with their checksums, so
-// `ember verify` can check the whole directory (docs/formats.md).
+// positions checked against the model and prompt); every input is hashed (the inputs
+// record); the output directory is created and locked (one run per directory: a
+// directory holding an earlier run is refused, or with overwrite replaced by a staging
+// directory swapped in at the end; extract/run_directory.hpp); the composed experiments
+// are loaded and created; on_model_loaded; the session (with the trace journal when
+// [tracing] asks); before_prefill; the generation loop (the experiments, then the
+// extraction when [output] extract = true, at every stage site); on_generation_complete;
+// the instances are destroyed; the journal is finished; the extraction's arrays are
+// written, then run.json, then manifest.json last, which lists every file of the
+// directory (experiment outputs included) with its checksum, so `ember verify` can check
+// the whole directory (docs/formats.md).
 // With no experiment the runner is never built and the loop is given no hooks: the
 // forward pass is the DisabledHooks instantiation. With one, the whole run happens in a
 // supervised worker process (supervised_run.hpp), unless options.observer is set.
 //
-// A failure after the output directory exists still writes run.json (outcome "failed",
-// the error, what was generated so far), but no trace journal and no manifest, and then
-// propagates: ExperimentFailure for a strict experiment failure (on_error was told
+// A failure after the output directory exists (an experiment, the trace, the extraction,
+// a full disk) still writes run.json (outcome "failed", the error, failed_during, what
+// was generated so far), but no trace journal and no manifest; when run.json cannot be
+// written (a full disk), the failed run's files are removed to make room and it is
+// written again; when even that fails, stderr says so and no run.json is left. Then the error propagates: ExperimentFailure for a strict experiment failure (on_error was told
 // first), any other error after the experiments are told through on_error. Under fail_open a failing experiment is listed
 // in run.json and the run goes on. A supervised run throws ember::Error with the same
 // message, or with the crash's when its worker did not finish (run.json says "crashed").
@@ -58,6 +62,11 @@ struct RunOptions {
     // An observer that sees every operation of the run instead of the journal that
     // [tracing] asks for (null: the journal when tracing.enabled, else none).
     kernels::OpObserver* observer = nullptr;
+    bool overwrite = false;  // replace an earlier run in the output directory (as [output] overwrite)
+    // With the directory locked: when it holds a current result of this config (verified,
+    // same config hash, same input digests; extract::current_result), throw
+    // extract::RunNotNeeded instead of running (a sweep; another sweep made it meanwhile).
+    bool skip_if_current = false;
     std::string run_id;  // empty: a new one (make_run_id)
     // Set in a supervised worker (supervised_run.hpp): the run happens in this process and
     // the runner publishes each stage it enters here.

@@ -17,11 +17,13 @@
 
 #include "child_process.hpp"
 #include "common/atomic_file.hpp"
+#include "common/dir_lock.hpp"
 #include "common/error.hpp"
 #include "common/json_pretty.hpp"
 #include "experiments/plugin_library.hpp"
 #include "experiments/stage_record.hpp"
 #include "extract/manifest.hpp"
+#include "extract/run_directory.hpp"
 #include "generation_output.hpp"
 #include "worker_protocol.hpp"
 
@@ -188,24 +190,29 @@ json::value stage_json(const experiments::StageRecord& r) {
     };
 }
 
-// Removes what the worker `pid` may have left half-written: its temporaries (NAME.tmp.PID)
-// in the output directory and beside the trace journal, and a manifest (a crashed run is
-// never sealed).
+// Removes what the worker `pid` may have left half-written beside the trace journal when
+// it lies outside the output directory (the output directory itself is taken over by
+// write_crash_report).
 void remove_leftovers(const config::RunConfig& config, pid_t pid) {
     const std::string suffix = fmt::format(".tmp.{}", pid);
     std::error_code ec;
-    for (const fs::path& dir : {config.output.dir, config.tracing.path.parent_path()}) {
-        if (!fs::is_directory(dir, ec)) continue;
-        for (const auto& entry : fs::directory_iterator(dir, ec))
-            if (entry.path().filename().string().ends_with(suffix)) fs::remove(entry.path(), ec);
-    }
-    fs::remove(config.output.dir / extract::kManifestName, ec);
+    const fs::path dir = config.tracing.path.parent_path();
+    if (!fs::is_directory(dir, ec)) return;
+    for (const auto& entry : fs::directory_iterator(dir, ec))
+        if (entry.path().filename().string().ends_with(suffix)) fs::remove(entry.path(), ec);
 }
 
 void write_crash_report(const config::RunConfig& config, const LoadedModel& model, const std::string& run_id,
                         const Crash& crash, const experiments::StageRecord& record,
-                        const std::vector<std::int32_t>& generated, double total_ms) {
-    fs::create_directories(config.output.dir);
+                        const std::vector<std::int32_t>& generated, double total_ms, bool overwrite) {
+    // The worker is dead, so its lock is gone. The crash record replaces what it left (a
+    // crashed run is never sealed; its half-written files, staging directory and
+    // temporaries go), unless the directory holds another, earlier run it was not allowed
+    // to replace (the worker died before it took the directory).
+    const std::string held = extract::recorded_run_id(config.output.dir);
+    if (!held.empty() && held != run_id && !overwrite && !config.output.overwrite)
+        throw Error(fmt::format("{} holds run {}, which this run was not to replace", config.output.dir.string(), held));
+    extract::RunDirectoryWriter directory(config.output.dir, {true, fmt::format("run {} (its crash record)", run_id), {}});
     const json::object report{
         {"schema_version", 1},
         {"kind", "ember.run"},
@@ -228,7 +235,8 @@ void write_crash_report(const config::RunConfig& config, const LoadedModel& mode
         {"generated", {{"tokens", json::array(generated.begin(), generated.end())}, {"stop_reason", nullptr}}},
         {"timings", {{"load_ms", model.load_ms}, {"total_ms", total_ms}}},
     };
-    write_file_atomically(config.output.dir / "run.json", pretty_json(report) + "\n");
+    write_file_atomically(directory.dir() / "run.json", pretty_json(report) + "\n");
+    directory.publish();
 }
 
 // One control line from the worker: "t ID" or "KIND {json}".
@@ -244,7 +252,9 @@ RunOutcome supervise_run(const config::RunConfig& config, const LoadedModel& mod
     const std::string run_id = options.run_id.empty() ? make_run_id() : options.run_id;
     experiments::SharedStageRecord shared = experiments::SharedStageRecord::create();
     const experiments::StageRecord& record = shared.record();
-    const WorkerInput input{config, config::config_hash(config), run_id, model.path.string(), model.sha256, model.load_ms};
+    const WorkerInput input{config,       config::config_hash(config), run_id,
+                            model.path.string(), model.sha256, model.load_ms,
+                            options.overwrite,   options.skip_if_current};
     const Fd input_fd(memfd_with(json::serialize(worker_input_json(input))));
     const auto [read_end, write_end] = cloexec_pipe();
     Fd control(read_end);
@@ -253,6 +263,9 @@ RunOutcome supervise_run(const config::RunConfig& config, const LoadedModel& mod
                              {{input_fd.get(), kInputFd}, {shared.fd(), kRecordFd}, {worker_end.get(), kControlFd}},
                              STDERR_FILENO));
     worker_end.reset();
+    // SIGINT/SIGTERM reach the worker, which removes its temporaries (common/atomic_file.hpp).
+    install_signal_cleanup();
+    forward_signals_to(worker.pid());
 
     const std::int64_t stage_limit_ns =
         config.hooks.timeout_ms == 0 ? 0 : (std::int64_t{config.hooks.timeout_ms} + kTimeoutGraceMs) * 1'000'000;
@@ -307,16 +320,20 @@ RunOutcome supervise_run(const config::RunConfig& config, const LoadedModel& mod
         }
     }
     const int status = worker.wait();
+    forward_signals_to(0);
     control.reset();
 
     if (final && final->kind == "done") return outcome_from_json(final->body);
+    if (final && final->kind == "in_use") throw DirectoryInUse(std::string(final->body.at("message").as_string()));
+    if (final && final->kind == "not_needed")
+        throw extract::RunNotNeeded(std::string(final->body.at("message").as_string()));
     if (final && (final->kind == "failed" || final->kind == "refused"))
         throw Error(std::string(final->body.at("message").as_string()));
 
     const Crash crash = describe_crash(record, status, timed_out, config.hooks, ms_since(start), stage_ms);
     remove_leftovers(config, worker.pid());
     try {
-        write_crash_report(config, model, run_id, crash, record, generated, ms_since(start));
+        write_crash_report(config, model, run_id, crash, record, generated, ms_since(start), options.overwrite);
     } catch (const std::exception& e) {
         fmt::print(stderr, "ember: {} was not written: {}\n", (config.output.dir / "run.json").string(), e.what());
     }
@@ -380,9 +397,15 @@ void run_worker() {
         RunOptions options;
         options.run_id = input->run_id;
         options.progress = &shared->record();
+        options.overwrite = input->overwrite;
+        options.skip_if_current = input->skip_if_current;
         options.on_token = [&](std::int32_t token) { control.line(fmt::format("t {}", token)); };
         const RunOutcome outcome = execute_run(input->config, model, options);
         control.end("done", outcome_json(outcome));
+    } catch (const DirectoryInUse& e) {
+        control.end("in_use", json::object{{"message", e.what()}});
+    } catch (const extract::RunNotNeeded& e) {
+        control.end("not_needed", json::object{{"message", e.what()}});
     } catch (const std::exception& e) {
         control.end("failed", json::object{{"message", e.what()}});
     }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -12,6 +13,9 @@
 
 #include "common/error.hpp"
 #include "config/run_config.hpp"
+#include "common/dir_lock.hpp"
+#include "extract/inputs_record.hpp"
+#include "extract/run_directory.hpp"
 #include "config/toml_reader.hpp"
 #include "cli.hpp"
 #include "extract/verify.hpp"
@@ -85,32 +89,53 @@ Planned plan(const SweepInput& input, const std::optional<fs::path>& defaults, b
     }
     p.run.config_hash = config::config_hash(*p.config);
     p.run.output_dir = p.config->output.dir;
-    if (!force && fs::exists(p.config->output.dir / "manifest.json")) {
-        const extract::VerifyReport report = extract::verify_run_directory(p.config->output.dir);
-        if (report.ok() && report.config_hash == p.run.config_hash) {
+    if (!force) {
+        if (auto reason = extract::current_result(*p.config, p.run.config_hash)) {
             p.run.outcome = SweepOutcome::Skipped;
-            p.run.error = "a verified result for this config hash is already in the output directory (--force reruns it)";
+            p.run.error = *reason;
         }
     }
     return p;
 }
 
-void run_one(Planned& p, ModelCache& models) {
+// How long a run waits for another process (another sweep) to finish its output directory.
+constexpr auto kWaitForDirectory = std::chrono::minutes(30);
+
+void run_one(Planned& p, ModelCache& models, bool force) {
     const auto start = Clock::now();
-    try {
-        auto [model, shared] = models.get(*p.config);
-        p.run.model_shared = shared;
-        p.run.load_ms = shared ? 0.0 : model->load_ms;
-        const RunOutcome outcome = execute_run(*p.config, *model);
-        p.run.outcome = SweepOutcome::Ok;
-        p.run.run_id = outcome.run_id;
-        p.run.prompt_tokens = outcome.prompt_tokens.size();
-        p.run.generated_tokens = outcome.result.tokens.size();
-        p.run.prefill_ms = outcome.result.timings.prefill_ms;
-        p.run.decode_ms = outcome.result.timings.decode_ms;
-    } catch (const std::exception& e) {
-        p.run.outcome = SweepOutcome::Failed;
-        p.run.error = e.what();
+    // A stale result is replaced; with the directory locked, a result another sweep made
+    // meanwhile is found and counted by that sweep, not this one.
+    RunOptions options;
+    options.overwrite = true;
+    options.skip_if_current = !force;
+    for (;;) {
+        try {
+            auto [model, shared] = models.get(*p.config);
+            p.run.model_shared = shared;
+            p.run.load_ms = shared ? 0.0 : model->load_ms;
+            const RunOutcome outcome = execute_run(*p.config, *model, options);
+            p.run.outcome = SweepOutcome::Ok;
+            p.run.error.clear();
+            p.run.run_id = outcome.run_id;
+            p.run.prompt_tokens = outcome.prompt_tokens.size();
+            p.run.generated_tokens = outcome.result.tokens.size();
+            p.run.prefill_ms = outcome.result.timings.prefill_ms;
+            p.run.decode_ms = outcome.result.timings.decode_ms;
+        } catch (const extract::RunNotNeeded& e) {
+            p.run.outcome = SweepOutcome::Skipped;
+            p.run.error = e.what();
+        } catch (const DirectoryInUse& e) {  // another process (another sweep) is making it
+            if (Clock::now() - start < kWaitForDirectory) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                continue;
+            }
+            p.run.outcome = SweepOutcome::Failed;
+            p.run.error = e.what();
+        } catch (const std::exception& e) {
+            p.run.outcome = SweepOutcome::Failed;
+            p.run.error = e.what();
+        }
+        break;
     }
     p.run.total_ms = ms_since(start);
 }
@@ -253,13 +278,19 @@ std::vector<SweepRun> execute_sweep(const std::vector<SweepInput>& inputs, const
     const auto worker = [&] {
         for (std::size_t i = next++; i < planned.size(); i = next++) {
             Planned& p = planned[i];
+            // Checked again when its turn comes: an earlier run of this sweep may have
+            // changed one of its inputs (a patch source captured again).
+            if (p.config && p.run.outcome == SweepOutcome::Skipped && !extract::current_result(*p.config, p.run.config_hash)) {
+                p.run.outcome = SweepOutcome::Failed;
+                p.run.error.clear();
+            }
             const bool runnable = p.config && p.run.outcome != SweepOutcome::Skipped;
             if (runnable) {
                 if (options.on_run_start) {
                     const std::lock_guard lock(report);
                     options.on_run_start(p.run.config);
                 }
-                run_one(p, models);
+                run_one(p, models, options.force);
             }
             const std::lock_guard lock(report);
             ++done;

@@ -1,8 +1,12 @@
 // Many run configs, each run exactly as `ember run` runs one (execute_run), with what a
 // batch needs on top: configs from directories and grids (config/sweep_grid), a model loaded once however many
-// configs use it, runs whose verified result already exists skipped, several runs at
+// configs use it, runs whose verified result already exists skipped (same config hash and
+// every recorded input's digest unchanged; a stale result is replaced), several runs at
 // once on worker threads (each run has its own session and its own experiment
 // instances; only the immutable loaded model is shared), and a summary of every run.
+// Two sweeps over the same configs: a run whose directory the other holds waits for it,
+// then finds its result and reports it skipped, so each run is counted by the sweep that
+// made it.
 #pragma once
 
 #include <boost/json/array.hpp>

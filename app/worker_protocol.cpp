@@ -31,6 +31,7 @@ json::object config_json(const config::RunConfig& c) {
     json::array entries;
     for (const auto& e : c.experiments) entries.push_back({{"config_json", e.config_json}, {"origin", e.origin}});
     out["experiment_entries"] = std::move(entries);
+    out["defaults_file"] = c.defaults_file ? json::value(c.defaults_file->string()) : json::value(nullptr);
     return out;
 }
 
@@ -69,6 +70,8 @@ config::RunConfig config_from_json(const json::value& v) {
                       : logits == "all" ? config::LogitsDump::All
                                         : config::LogitsDump::None;
     c.output.logit_lens = number<std::uint32_t>(o, "logit_lens");
+    c.output.overwrite = o.at("overwrite").as_bool();
+    if (v.at("defaults_file").is_string()) c.defaults_file = fs::path(text(v, "defaults_file"));
     const json::value& h = v.at("hooks");
     c.hooks = {text(h, "failure") == "fail_open" ? config::FailurePolicy::FailOpen : config::FailurePolicy::Strict,
                number<std::uint32_t>(h, "timeout_ms"), number<std::uint32_t>(h, "run_timeout_s")};
@@ -93,13 +96,16 @@ json::object worker_input_json(const WorkerInput& input) {
             {"run_id", input.run_id},
             {"model_path", input.model_path},
             {"model_sha256", input.model_sha256},
-            {"model_load_ms", input.model_load_ms}};
+            {"model_load_ms", input.model_load_ms},
+            {"overwrite", input.overwrite},
+            {"skip_if_current", input.skip_if_current}};
 }
 
 WorkerInput worker_input_from_json(const json::value& v) {
     try {
         WorkerInput input{config_from_json(v.at("config")), text(v, "config_hash"), text(v, "run_id"),
-                          text(v, "model_path"), text(v, "model_sha256"), number<double>(v, "model_load_ms")};
+                          text(v, "model_path"), text(v, "model_sha256"), number<double>(v, "model_load_ms"),
+                          v.at("overwrite").as_bool(), v.at("skip_if_current").as_bool()};
         if (config::config_hash(input.config) != input.config_hash)
             throw Error("the config the worker rebuilt does not hash as the supervisor's (a field it does not carry?)");
         return input;

@@ -29,6 +29,8 @@ struct WorkerInput {
     std::string model_path;
     std::string model_sha256;
     double model_load_ms = 0;  // the supervisor's load of the model (run.json adds the worker's)
+    bool overwrite = false;        // RunOptions::overwrite
+    bool skip_if_current = false;  // RunOptions::skip_if_current
 };
 
 boost::json::object worker_input_json(const WorkerInput& input);

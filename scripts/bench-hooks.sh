@@ -43,6 +43,7 @@ text = "Once upon a time, there was a little girl"
 max_tokens = $tokens
 [output]
 dir = "out"
+overwrite = true
 TOML
 
 run_side() {  # A: no experiment; B: --experiment no-stages

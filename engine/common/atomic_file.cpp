@@ -1,9 +1,14 @@
 #include "common/atomic_file.hpp"
 
 #include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <system_error>
 
@@ -13,10 +18,65 @@ namespace ember {
 
 namespace {
 constexpr std::size_t kBufferBytes = std::size_t{1} << 20;
+
+// The paths SIGINT/SIGTERM remove. Process-wide by nature (a signal handler has no other
+// way to find them); a slot is claimed with an atomic flag, so threads may register.
+constexpr std::size_t kSlots = 256;
+constexpr std::size_t kPathBytes = 4096;
+struct Slot {
+    std::atomic<bool> used{false};
+    std::atomic<bool> ready{false};
+    char path[kPathBytes];
+};
+std::array<Slot, kSlots> g_remove_on_signal;
+std::atomic<long> g_forward_to{0};
+
+extern "C" void remove_registered_and_reraise(int signal_number) {
+    if (const long child = g_forward_to.load(); child > 0) {
+        ::kill(static_cast<pid_t>(child), signal_number);
+        ::waitpid(static_cast<pid_t>(child), nullptr, 0);
+    }
+    for (Slot& slot : g_remove_on_signal)
+        if (slot.ready.load()) ::unlink(slot.path);
+    ::signal(signal_number, SIG_DFL);
+    ::raise(signal_number);
+}
+
+}  // namespace
+
+RemoveOnSignal::RemoveOnSignal(const std::filesystem::path& path) {
+    const std::string& text = path.native();
+    if (text.size() + 1 > kPathBytes) return;
+    for (std::size_t i = 0; i < kSlots; ++i) {
+        bool expected = false;
+        if (!g_remove_on_signal[i].used.compare_exchange_strong(expected, true)) continue;
+        std::memcpy(g_remove_on_signal[i].path, text.c_str(), text.size() + 1);
+        g_remove_on_signal[i].ready.store(true);
+        slot_ = static_cast<int>(i);
+        return;
+    }
+}
+
+RemoveOnSignal::~RemoveOnSignal() {
+    if (slot_ < 0) return;
+    g_remove_on_signal[slot_].ready.store(false);
+    g_remove_on_signal[slot_].used.store(false);
+}
+
+void forward_signals_to(long pid) { g_forward_to.store(pid); }
+
+void install_signal_cleanup() {
+    static std::atomic<bool> installed{false};
+    if (installed.exchange(true)) return;
+    struct sigaction action {};
+    action.sa_handler = remove_registered_and_reraise;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGINT, &action, nullptr);
+    ::sigaction(SIGTERM, &action, nullptr);
 }
 
 AtomicFile::AtomicFile(std::filesystem::path path)
-    : path_(std::move(path)), temp_(path_.string() + ".tmp." + std::to_string(::getpid())) {
+    : path_(std::move(path)), temp_(path_.string() + ".tmp." + std::to_string(::getpid())), on_signal_(temp_) {
     file_ = std::fopen(temp_.c_str(), "wb");
     if (file_ == nullptr) throw Error(fmt::format("{}: cannot create ({})", temp_.string(), std::strerror(errno)));
     std::setvbuf(file_, nullptr, _IOFBF, kBufferBytes);
@@ -47,9 +107,15 @@ void AtomicFile::commit() {
         discard();
         throw Error(fmt::format("{}: cannot write ({})", temp_.string(), std::strerror(saved_errno)));
     }
-    std::fclose(file_);
+    // fclose reports a write error too (the last buffered bytes, NFS).
+    const bool closed = std::fclose(file_) == 0;
+    const int close_errno = errno;
     file_ = nullptr;
     std::error_code ec;
+    if (!closed) {
+        std::filesystem::remove(temp_, ec);
+        throw Error(fmt::format("{}: cannot write ({})", temp_.string(), std::strerror(close_errno)));
+    }
     std::filesystem::rename(temp_, path_, ec);
     if (ec) {
         const std::string reason = ec.message();
@@ -62,6 +128,30 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view b
     AtomicFile out(path);
     out.write(bytes);
     out.commit();
+}
+
+bool temporary_pid(std::string_view name, long& pid) {
+    const std::size_t at = name.rfind(".tmp.");
+    if (at == std::string_view::npos || at == 0) return false;
+    const std::string_view digits = name.substr(at + 5);
+    if (digits.empty()) return false;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+    return ec == std::errc() && end == digits.data() + digits.size() && pid > 0;
+}
+
+std::size_t remove_stale_temporaries(const std::filesystem::path& dir) {
+    std::size_t removed = 0;
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(dir, ec); !ec && it != std::filesystem::end(it);
+         it.increment(ec)) {
+        long pid = 0;
+        if (it->is_directory(ec) || !temporary_pid(it->path().filename().native(), pid)) continue;
+        const bool alive = pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+        if (alive) continue;
+        std::error_code remove_ec;
+        if (std::filesystem::remove(it->path(), remove_ec)) ++removed;
+    }
+    return removed;
 }
 
 }  // namespace ember

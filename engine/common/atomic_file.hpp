@@ -6,6 +6,11 @@
 //   AtomicFile out(dir / "trace.jsonl");
 //   out.write(line);  ...
 //   out.commit();
+//
+// Signals: once install_signal_cleanup() has run, SIGINT and SIGTERM remove every
+// temporary being written (and every path registered with RemoveOnSignal) before the
+// process dies of the signal. A process killed outright (SIGKILL, power loss) leaves its
+// temporaries; remove_stale_temporaries() removes those of processes no longer alive.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +20,26 @@
 #include <string_view>
 
 namespace ember {
+
+// A path removed if SIGINT or SIGTERM arrives while this object lives (a temporary, a lock
+// record). The registry is a fixed table (the handler may not allocate); a path that does
+// not fit is simply not registered.
+class RemoveOnSignal {
+public:
+    explicit RemoveOnSignal(const std::filesystem::path& path);
+    ~RemoveOnSignal();
+    RemoveOnSignal(const RemoveOnSignal&) = delete;
+    RemoveOnSignal& operator=(const RemoveOnSignal&) = delete;
+
+private:
+    int slot_ = -1;
+};
+
+// Installs the SIGINT/SIGTERM handler (once per process; later calls do nothing).
+void install_signal_cleanup();
+// While set (a supervised worker's pid; 0 to clear), the handler first passes the signal
+// on to that child and waits for it, so the child removes its own temporaries.
+void forward_signals_to(long pid);
 
 class AtomicFile {
 public:
@@ -38,11 +63,19 @@ private:
 
     std::filesystem::path path_;
     std::filesystem::path temp_;
+    RemoveOnSignal on_signal_;
     std::FILE* file_ = nullptr;
     bool failed_ = false;
 };
 
 // The whole of `bytes` as `path`, atomically.
 void write_file_atomically(const std::filesystem::path& path, std::string_view bytes);
+
+// Whether `name` is a temporary of this scheme (NAME.tmp.PID); its PID when it is.
+bool temporary_pid(std::string_view name, long& pid);
+
+// Removes, under `dir` (recursively), every NAME.tmp.PID whose process is not alive.
+// Returns how many were removed.
+std::size_t remove_stale_temporaries(const std::filesystem::path& dir);
 
 }  // namespace ember

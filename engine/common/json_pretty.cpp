@@ -1,5 +1,7 @@
 #include "common/json_pretty.hpp"
 
+#include "common/strict_json.hpp"
+
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
@@ -46,7 +48,7 @@ void pretty(std::string& out, const boost::json::value& v, std::size_t indent) {
 
 std::string pretty_json(const boost::json::value& value) {
     std::string out;
-    pretty(out, value, 0);
+    pretty(out, strict_value(value), 0);
     return out;
 }
 

@@ -131,6 +131,7 @@ OutputSection parse_output(const toml::table& table, const std::string& file, co
                                   : LogitsDump::Selected;
     }
     if (auto v = r.integer("logit_lens", 0, 1 << 20)) o.logit_lens = static_cast<std::uint32_t>(*v);
+    if (auto v = r.boolean("overwrite")) o.overwrite = *v;
     r.finish();
     return o;
 }
@@ -252,7 +253,10 @@ RunConfig run_config_from_toml(const toml::table& root, const fs::path& file, co
     if (c.output.dir.empty()) c.output.dir = base / "runs" / c.source.stem();
     if (c.tracing.path.empty()) c.tracing.path = c.output.dir / "trace.jsonl";
 
-    if (options.defaults_file) c.experiments = load_defaults_file(*options.defaults_file);
+    if (options.defaults_file) {
+        c.experiments = load_defaults_file(*options.defaults_file);
+        c.defaults_file = absolute_normal(*options.defaults_file);
+    }
     for (auto& e : own) c.experiments.push_back(std::move(e));
     std::size_t n = 0;
     for (const auto& plugin : options.command_line_experiments) {
@@ -288,6 +292,7 @@ boost::json::object output_json(const OutputSection& o) {
     boost::json::object out = extraction_json(o);
     out["dir"] = o.dir.string();
     out["extract"] = o.extract;
+    out["overwrite"] = o.overwrite;
     return out;
 }
 
@@ -339,7 +344,12 @@ boost::json::object to_json(const RunConfig& c) {
     return out;
 }
 
-std::string canonical_json(const RunConfig& config) { return canonical_json(boost::json::value(to_json(config))); }
+std::string canonical_json(const RunConfig& config) {
+    boost::json::object hashed = to_json(config);
+    hashed["model"].as_object().erase("threads");
+    hashed["output"].as_object().erase("overwrite");
+    return canonical_json(boost::json::value(std::move(hashed)));
+}
 
 std::string config_hash(const RunConfig& config) { return sha256_hex(canonical_json(config)); }
 

@@ -8,6 +8,8 @@
 //
 // The config hash is the SHA-256 of canonical_json(): the parsed config with defaults
 // filled in, paths resolved and keys sorted, so configs that mean the same hash the same.
+// Settings that cannot change a result (model.threads, output.overwrite) are recorded in
+// to_json() but left out of the hash: changing --threads never forces a sweep to re-run.
 #pragma once
 
 #include <boost/json/object.hpp>
@@ -78,6 +80,7 @@ struct OutputSection {
     PositionSelection positions;  // `positions`, or `select` (a spec) in the TOML
     LogitsDump logits = LogitsDump::None;
     std::uint32_t logit_lens = 0;  // top-K per position and chosen layer; 0 = off
+    bool overwrite = false;        // replace a directory holding an earlier run (--overwrite)
 };
 
 std::string_view logits_dump_name(LogitsDump dump);  // "none" | "last" | "all" | "selected"
@@ -118,6 +121,7 @@ struct RunConfig {
     DatasetSection dataset;
     HooksSection hooks;
     std::vector<ExperimentEntry> experiments;  // composed: defaults file, config, command line
+    std::optional<std::filesystem::path> defaults_file;  // the defaults file composed, if any (an input)
 };
 
 struct LoadOptions {
@@ -138,8 +142,8 @@ std::vector<ExperimentEntry> load_defaults_file(const std::filesystem::path& fil
 
 // The parsed config as JSON (defaults filled in, paths absolute); what run.json records.
 boost::json::object to_json(const RunConfig& config);
-std::string canonical_json(const RunConfig& config);
-std::string config_hash(const RunConfig& config);  // SHA-256 hex of canonical_json
+std::string canonical_json(const RunConfig& config);  // without the unhashed settings
+std::string config_hash(const RunConfig& config);     // SHA-256 hex of canonical_json
 
 std::string_view failure_policy_name(FailurePolicy policy);  // "strict" | "fail_open"
 

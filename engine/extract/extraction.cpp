@@ -13,11 +13,13 @@
 #include "common/error.hpp"
 #include "common/input_file.hpp"
 #include "common/sha256.hpp"
+#include "extract/inputs_record.hpp"
 #include "extract/logit_lens.hpp"
 
 namespace ember::extract {
 namespace {
 
+namespace fs = std::filesystem;
 namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
 
@@ -117,8 +119,10 @@ WrittenArrays write_arrays(RunDirectoryWriter& writer, const Extractor& extracto
 }  // namespace
 
 void write_extraction(RunDirectoryWriter& writer, const Extractor* extractor, const LoadedModel& model,
-                      const EncodedPrompt& prompt, const RunRecord& run, runtime::Route route, std::size_t threads) {
+                      const EncodedPrompt& prompt, const RunRecord& run, runtime::Route route, std::size_t threads,
+                      const std::function<void()>& before_manifest) {
     WrittenArrays arrays = extractor ? write_arrays(writer, *extractor, model, route, threads) : WrittenArrays{};
+    if (before_manifest) before_manifest();
 
     json::value trace = nullptr;
     if (run.trace) {
@@ -127,7 +131,8 @@ void write_extraction(RunDirectoryWriter& writer, const Extractor* extractor, co
                        {"evaluations", run.trace->evaluations},
                        {"fingerprint", run.trace->fingerprint},
                        {"file", nullptr}};
-        if (run.trace->path.parent_path() == writer.dir()) t["file"] = writer.add_existing(run.trace->path.filename().string()).name;
+        const fs::path in_dir = fs::absolute(run.trace->path).lexically_normal().lexically_relative(writer.output_dir());
+        if (!in_dir.empty() && *in_dir.begin() != "..") t["file"] = in_dir.generic_string();
         trace = std::move(t);
     }
 
@@ -142,10 +147,11 @@ void write_extraction(RunDirectoryWriter& writer, const Extractor* extractor, co
         {"tensor_contract", std::move(arrays.tensor_contract)},
         {"model", model_record(model.path, model.file, model.model->config(), model.sha256)},
         {"tokenizer", tokenizer_record(model.tokenizer, prompt)},
-        {"backend", {{"route", run.route}, {"variant", run.variant}}},
+        {"backend", {{"route", run.route}, {"variant", run.variant}, {"threads", run.threads}}},
         {"route", run.route},
         {"config_hash", run.config_hash},
         {"config", run.config},
+        {"inputs", run.inputs},
         {"samples", json::array{sample_record(prompt)}},
         {"tensors", std::move(arrays.tensors)},
         {"logits", std::move(arrays.logits)},
@@ -163,8 +169,9 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     const Selection selection = resolve(config.output, model.model->config(), prompt.text, prompt.tokens);
     const std::size_t threads = effective_threads(config.model.threads);
 
-    // Opening the directory removes an earlier manifest before anything is written.
-    RunDirectoryWriter writer(config.output.dir);
+    const std::vector<InputFile> inputs = collect_inputs(config, model.sha256);
+    // One writer per directory; an earlier run is refused, or replaced with --overwrite.
+    RunDirectoryWriter writer(config.output.dir, {config.output.overwrite || options.overwrite, "ember extract", {}});
     writer.on_file_written = options.on_file_written;
 
     std::optional<trace::Journal> journal;
@@ -175,7 +182,7 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     session_options.threads = threads;
     session_options.max_batch = prompt.ids.size();
     session_options.all_logits = selection.needs_all_logits();
-    if (config.tracing.enabled) session_options.observer = &journal.emplace(config.tracing.path);
+    if (config.tracing.enabled) session_options.observer = &journal.emplace(writer.place(config.tracing.path));
     runtime::Session session(*model.model, session_options);
 
     Extractor extractor(selection);
@@ -183,7 +190,10 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     session.prefill(prompt.ids, selection.needs_all_logits(), &extractor);
     ExtractionResult result;
     result.prefill_ms = ms_since(start);
-    if (journal) result.trace = journal->finish();
+    if (journal) {
+        result.trace = journal->finish();
+        result.trace->path = config.tracing.path;
+    }
 
     start = Clock::now();
     RunRecord run;
@@ -192,9 +202,11 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     run.config_hash = config::config_hash(config);
     run.config = config::to_json(config);
     run.trace = result.trace;
+    run.inputs = inputs_json(inputs);
+    run.threads = threads;
     write_extraction(writer, &extractor, model, prompt, run, *route, threads);
     result.write_ms = ms_since(start);
-    result.dir = writer.dir();
+    result.dir = writer.output_dir();
     result.n_tokens = prompt.ids.size();
     for (const FileRecord& f : writer.files()) result.arrays += f.name.ends_with(".npy");
     return result;

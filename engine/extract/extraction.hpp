@@ -41,15 +41,17 @@ struct RunRecord {
     std::string variant;
     std::string config_hash;
     boost::json::object config;  // config::to_json of the run config
-    std::optional<trace::JournalSummary> trace;
+    std::optional<trace::JournalSummary> trace;  // its path as configured (not the staging one)
+    boost::json::array inputs;                   // extract::inputs_json of the run's inputs
+    std::size_t threads = 0;                     // recorded, not hashed (results do not depend on it)
 };
 
 // Writes every capture, the logits dump and the logit lens of `extractor` (none when
-// null) into `writer`, then the manifest listing them with every file added to `writer`
-// before (and the trace journal when it lies in the directory). `route`/`threads` run
-// the lens.
+// null) into `writer`, calls `before_manifest` (ember run writes run.json there), then
+// the manifest listing every file of the directory. `route`/`threads` run the lens.
 void write_extraction(RunDirectoryWriter& writer, const Extractor* extractor, const LoadedModel& model,
-                      const EncodedPrompt& prompt, const RunRecord& run, runtime::Route route, std::size_t threads);
+                      const EncodedPrompt& prompt, const RunRecord& run, runtime::Route route, std::size_t threads,
+                      const std::function<void()>& before_manifest = {});
 
 struct ExtractionResult {
     std::filesystem::path dir;
@@ -62,10 +64,12 @@ struct ExtractionResult {
 
 struct ExtractionOptions {
     std::function<void(const FileRecord&)> on_file_written;  // see RunDirectoryWriter
+    bool overwrite = false;  // --overwrite: as [output] overwrite = true
 };
 
 // Runs the extraction `config` describes ([model], [prompt], [output], [tracing]) on
-// `model`. Throws ember::Error; a failure leaves no manifest in the output directory.
+// `model`. Throws ember::Error; a failure leaves no manifest in the output directory (and
+// an earlier run it was to replace in place).
 ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfig& config,
                                 const ExtractionOptions& options = {});
 

@@ -1,10 +1,19 @@
 #include "extract/run_directory.hpp"
 
+#include <ember/manifest_seal.hpp>
 #include <ember/npy.hpp>
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include <boost/json/parse.hpp>
 
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <system_error>
 
 #include "common/atomic_file.hpp"
@@ -15,44 +24,181 @@
 namespace ember::extract {
 namespace {
 
+namespace fs = std::filesystem;
 namespace json = boost::json;
 
 const std::string kSealKey = "manifest_sha256";
-const std::string kZeros(64, '0');
+constexpr const char* kStagingTag = ".ember-staging.";
+constexpr const char* kReplacedTag = ".ember-replaced.";
 
 void check_name(const std::string& name) {
     if (name.empty() || name.find('/') != std::string::npos || name == "." || name == ".." || name == kManifestName)
         throw Error(fmt::format("'{}' is not a plain file name for a run directory", name));
 }
 
-}  // namespace
-
-RunDirectoryWriter::RunDirectoryWriter(std::filesystem::path dir) : dir_(std::move(dir)) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir_, ec);
-    if (ec) throw Error(fmt::format("{}: cannot create the output directory: {}", dir_.string(), ec.message()));
-    std::filesystem::remove(dir_ / kManifestName, ec);
-    if (ec) throw Error(fmt::format("{}: cannot remove the earlier manifest: {}", (dir_ / kManifestName).string(), ec.message()));
+std::string read_file(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-FileRecord RunDirectoryWriter::added(FileRecord record) {
-    files_.push_back(record);
-    if (on_file_written) on_file_written(record);
-    return record;
+// A member of a JSON file's top object as text ("" when the file, the member or its type is missing).
+std::string json_string_member(const fs::path& file, const char* key) {
+    json::error_code ec;
+    const json::value v = json::parse(read_file(file), ec);
+    if (ec || !v.is_object()) return "";
+    const json::value* m = v.as_object().if_contains(key);
+    return m && m->is_string() ? std::string(m->as_string()) : "";
+}
+
+// `.NAME.ember-staging.PID` / `.NAME.ember-replaced.PID` beside `dir`.
+fs::path sibling(const fs::path& dir, const char* tag, long pid) {
+    return dir.parent_path() / fmt::format(".{}{}{}", dir.filename().string(), tag, pid);
+}
+
+bool process_alive(long pid) { return pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM; }
+
+// Staging and replaced directories beside `dir` left by processes that died.
+void remove_stale_siblings(const fs::path& dir) {
+    const std::string prefix = "." + dir.filename().string();
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir.parent_path(), ec)) {
+        const std::string name = entry.path().filename().string();
+        for (const char* tag : {kStagingTag, kReplacedTag}) {
+            const std::string start = prefix + tag;
+            if (name.rfind(start, 0) != 0) continue;
+            long pid = 0;
+            try {
+                pid = std::stol(name.substr(start.size()));
+            } catch (const std::exception&) {
+                continue;
+            }
+            if (!process_alive(pid)) {
+                std::error_code remove_ec;
+                fs::remove_all(entry.path(), remove_ec);
+            }
+        }
+    }
+}
+
+// The files `dir` holds (recursively, '/'-separated) besides the lock record; empty
+// subdirectories do not count.
+std::vector<std::string> contents(const fs::path& dir) {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it); it.increment(ec)) {
+        if (it->is_directory(ec) && !it->is_symlink(ec)) continue;
+        const std::string name = it->path().lexically_relative(dir).generic_string();
+        if (name != kLockRecordName) names.push_back(name);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+// Removes the (empty) subdirectories of a directory that holds no file.
+void remove_subdirectories(const fs::path& dir) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+        std::error_code remove_ec;
+        if (entry.is_directory(remove_ec) && !entry.is_symlink(remove_ec)) fs::remove_all(entry.path(), remove_ec);
+    }
+}
+
+// Swaps `a` and `b` atomically (renameat2 RENAME_EXCHANGE); where the file system cannot,
+// moves `b` aside and `a` into its place (both complete all along). `b` ends as `aside`.
+void swap_into_place(const fs::path& a, const fs::path& b, const fs::path& aside) {
+    if (::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) == 0) {
+        std::error_code ec;
+        fs::rename(a, aside, ec);  // a now holds the old run
+        if (ec) fs::remove_all(a, ec);
+        return;
+    }
+    std::error_code ec;
+    fs::rename(b, aside, ec);
+    if (ec) throw Error(fmt::format("cannot move the earlier run {} aside: {}", b.string(), ec.message()));
+    fs::rename(a, b, ec);
+    if (ec) {
+        const std::string reason = ec.message();
+        fs::rename(aside, b, ec);
+        throw Error(fmt::format("cannot move {} into place as {}: {}", a.string(), b.string(), reason));
+    }
+}
+
+}  // namespace
+
+std::string recorded_run_id(const fs::path& dir) {
+    for (const char* file : {"run.json", kManifestName}) {
+        const std::string id = json_string_member(dir / file, "run_id");
+        if (!id.empty()) return id;
+    }
+    return "";
+}
+
+RunDirectoryWriter::RunDirectoryWriter(fs::path dir, RunDirectoryOptions options)
+    : dir_(fs::absolute(std::move(dir)).lexically_normal()) {
+    if (dir_.filename().empty()) dir_ = dir_.parent_path();
+    install_signal_cleanup();
+    std::error_code ec;
+    fs::create_directories(dir_, ec);
+    if (ec) throw Error(fmt::format("{}: cannot create the output directory: {}", dir_.string(), ec.message()));
+    lock_.emplace(dir_, options.holder.empty() ? "ember" : options.holder);
+    remove_stale_temporaries(dir_);
+    remove_stale_siblings(dir_);
+
+    const std::vector<std::string> found = contents(dir_);
+    if (found.empty()) {
+        remove_subdirectories(dir_);
+        return;
+    }
+    if (options.not_needed) {
+        if (auto reason = options.not_needed(dir_)) throw RunNotNeeded(*reason);
+    }
+    replaced_run_id_ = recorded_run_id(dir_);
+    if (!options.overwrite) {
+        const std::string what = replaced_run_id_.empty()
+                                     ? fmt::format("holds files of no recorded run ('{}'{})", found.front(),
+                                                   found.size() > 1 ? fmt::format(" and {} more", found.size() - 1) : "")
+                                     : fmt::format("holds run {}", replaced_run_id_);
+        throw Error(fmt::format("{}: the output directory {}; --overwrite (or [output] overwrite = true) replaces it, "
+                                "or choose another output.dir",
+                                dir_.string(), what));
+    }
+    staging_ = sibling(dir_, kStagingTag, ::getpid());
+    fs::remove_all(*staging_, ec);
+    fs::create_directory(*staging_, ec);
+    if (ec) throw Error(fmt::format("{}: cannot create the staging directory: {}", staging_->string(), ec.message()));
+    staging_lock_.emplace(*staging_, options.holder.empty() ? "ember" : options.holder);
+}
+
+RunDirectoryWriter::~RunDirectoryWriter() {
+    if (staging_ && !published_) {
+        staging_lock_.reset();
+        std::error_code ec;
+        fs::remove_all(*staging_, ec);
+    }
+}
+
+fs::path RunDirectoryWriter::place(const fs::path& path) const {
+    if (!staging_) return path;
+    const fs::path normal = fs::absolute(path).lexically_normal();
+    const fs::path relative = normal.lexically_relative(dir_);
+    if (relative.empty() || *relative.begin() == "..") return path;
+    return *staging_ / relative;
 }
 
 FileRecord RunDirectoryWriter::write_bytes(const std::string& name, std::string_view header, const void* data,
                                            std::size_t bytes) {
     check_name(name);
-    try {
-        npy::write_file_atomically(dir_ / name, header, data, bytes);
-    } catch (const std::runtime_error& e) {
-        throw Error(e.what());
-    }
+    AtomicFile out(dir() / name);
+    out.write(header);
+    out.write(std::span(static_cast<const std::byte*>(data), bytes));
+    out.commit();
     Sha256 sha;
     sha.update(header);
     sha.update(std::span(static_cast<const std::byte*>(data), bytes));
-    return added({name, header.size() + bytes, sha.finish_hex()});
+    FileRecord record{name, header.size() + bytes, sha.finish_hex()};
+    files_.push_back(record);
+    if (on_file_written) on_file_written(record);
+    return record;
 }
 
 FileRecord RunDirectoryWriter::write_npy_f32(const std::string& name, const float* data,
@@ -69,32 +215,62 @@ FileRecord RunDirectoryWriter::write_text(const std::string& name, std::string_v
     return write_bytes(name, text, nullptr, 0);
 }
 
-FileRecord RunDirectoryWriter::add_existing(const std::string& name) {
-    check_name(name);
-    const std::filesystem::path path = dir_ / name;
+std::map<std::string, FileRecord> RunDirectoryWriter::list_directory() const {
+    std::map<std::string, FileRecord> written;
+    for (const FileRecord& f : files_) written[f.name] = f;
+    std::map<std::string, FileRecord> out;
     std::error_code ec;
-    const auto size = std::filesystem::file_size(path, ec);
-    if (ec) throw Error(fmt::format("{}: cannot add to the manifest: {}", path.string(), ec.message()));
-    return added({name, size, sha256_file_hex(path)});
+    for (auto it = fs::recursive_directory_iterator(dir(), ec); it != fs::end(it); it.increment(ec)) {
+        if (ec) break;
+        const fs::path& path = it->path();
+        const std::string name = path.lexically_relative(dir()).generic_string();
+        if (it->is_symlink(ec) || (!it->is_regular_file(ec) && !it->is_directory(ec)))
+            throw Error(fmt::format("{}: a run directory holds regular files only; this is not one", path.string()));
+        if (it->is_directory(ec)) continue;
+        const std::uint64_t size = it->file_size(ec);
+        if (const auto w = written.find(name); w != written.end() && w->second.bytes == size) {
+            out[name] = w->second;
+        } else {
+            out[name] = {name, size, sha256_file_hex(path)};
+        }
+    }
+    if (ec) throw Error(fmt::format("{}: cannot list the output directory: {}", dir().string(), ec.message()));
+    return out;
 }
 
 void RunDirectoryWriter::commit(json::object manifest) {
+    const fs::path manifest_path = dir() / kManifestName;
+    std::error_code ec;
+    if (fs::exists(manifest_path, ec)) {
+        const std::string kind = json_string_member(manifest_path, "kind");
+        throw Error(fmt::format("{}: an experiment wrote a manifest.json (kind '{}') into the run's output directory; "
+                                "the run's manifest will not overwrite it (give the experiment its own directory)",
+                                manifest_path.string(), kind.empty() ? "unknown" : kind));
+    }
+    lock_->remove_record();
+    if (staging_lock_) staging_lock_->remove_record();
     json::object files;
-    for (const FileRecord& f : files_) files[f.name] = {{"bytes", f.bytes}, {"sha256", f.sha256}};
+    for (const auto& [name, f] : list_directory()) files[name] = {{"bytes", f.bytes}, {"sha256", f.sha256}};
     manifest["files"] = std::move(files);
-    write_file_atomically(dir_ / kManifestName, seal_manifest(std::move(manifest)));
+    write_file_atomically(manifest_path, seal_manifest(std::move(manifest)));
+    publish();
+}
+
+void RunDirectoryWriter::publish() {
+    if (!staging_ || published_) return;
+    lock_->remove_record();
+    staging_lock_->remove_record();
+    swap_into_place(*staging_, dir_, sibling(dir_, kReplacedTag, ::getpid()));
+    std::error_code ec;
+    fs::remove_all(sibling(dir_, kReplacedTag, ::getpid()), ec);
+    published_ = true;
+    staging_.reset();
 }
 
 std::string seal_manifest(json::object manifest) {
     manifest.erase(kSealKey);
-    manifest[kSealKey] = kZeros;  // inserted last, so written last
-    std::string text = pretty_json(manifest) + "\n";
-    const std::string placeholder = "\"" + kSealKey + "\": \"" + kZeros + "\"";
-    const std::size_t at = text.rfind(placeholder);
-    if (at == std::string::npos) throw Error("manifest: the seal placeholder is missing");
-    const std::string digest = sha256_hex(text);
-    text.replace(at + placeholder.size() - 65, 64, digest);
-    return text;
+    manifest[kSealKey] = seal::zeros();  // inserted last, so written last
+    return seal::sealed(pretty_json(manifest) + "\n");
 }
 
 bool seal_matches(std::string_view text, std::string& why) {
@@ -104,21 +280,17 @@ bool seal_matches(std::string_view text, std::string& why) {
         why = "not a valid JSON object";
         return false;
     }
-    const json::value* seal = value.as_object().if_contains(kSealKey);
-    if (seal == nullptr || !seal->is_string() || seal->as_string().size() != 64) {
+    const json::value* claimed = value.as_object().if_contains(kSealKey);
+    if (claimed == nullptr || !claimed->is_string() || claimed->as_string().size() != 64) {
         why = "has no manifest_sha256 seal";
         return false;
     }
-    const std::string digest(seal->as_string());
-    const std::string sealed = "\"" + kSealKey + "\": \"" + digest + "\"";
-    const std::size_t at = text.rfind(sealed);
-    if (at == std::string_view::npos) {
+    const std::string digest(claimed->as_string());
+    const std::string actual = seal::content_digest(text, digest);
+    if (actual.empty()) {
         why = "manifest_sha256 is not written as the seal";
         return false;
     }
-    std::string zeroed(text);
-    zeroed.replace(at + sealed.size() - 65, 64, kZeros);
-    const std::string actual = sha256_hex(zeroed);
     if (actual != digest) {
         why = fmt::format("its bytes do not match its seal (manifest_sha256 {}, content hashes to {})", digest, actual);
         return false;

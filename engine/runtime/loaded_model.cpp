@@ -1,6 +1,6 @@
 #include "runtime/loaded_model.hpp"
 
-#include "common/sha256.hpp"
+#include "common/digest_cache.hpp"
 
 namespace ember::runtime {
 
@@ -19,7 +19,7 @@ LoadedModel::LoadedModel(const fs::path& model_path, std::optional<models::Famil
       file(gguf::File::open(path)),
       model(models::load_model(file, expected)),
       tokenizer(tokenizer::Tokenizer::from_gguf(file)),
-      sha256(known_sha256 ? std::move(*known_sha256) : sha256_file_hex(path)),
+      sha256(known_sha256 ? std::move(*known_sha256) : cached_sha256_file_hex(path)),
       load_ms(std::chrono::duration<double, std::milli>(Clock::now() - start).count()) {}
 
 }  // namespace ember::runtime

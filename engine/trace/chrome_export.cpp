@@ -1,11 +1,11 @@
 #include "trace/chrome_export.hpp"
 
-#include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 
 #include <string>
 
 #include "common/atomic_file.hpp"
+#include "common/strict_json.hpp"
 #include "trace/journal_reader.hpp"
 
 namespace ember::trace {
@@ -51,7 +51,7 @@ std::size_t export_chrome_trace(const std::filesystem::path& journal, const std:
     std::size_t events = 0;
     for_each_event(journal, [&](const TraceEvent& e) {
         if (events > 0) file.write(",\n");
-        file.write(json::serialize(chrome_event(e)));
+        file.write(strict_json(chrome_event(e)));
         ++events;
     });
     file.write("\n]}\n");

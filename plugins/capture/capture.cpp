@@ -9,18 +9,25 @@
 //   layers = "all"             # or [0, 3]
 //   positions = "all"          # or "last", or [0, 3]
 //   phase = "all"              # or "prefill", "decode"
-//   dir = "capture"            # inside the run's output directory (default "capture")
+//   dir = "capture"            # a subdirectory of the run's output directory (default "capture")
 //
 // One array per (stage, layer, phase): rows are the selected positions in the order they
 // were computed (prefill: the prompt's; decode: one row per step). Files are written
 // when the generation completes (manifest "complete": true) or when the run fails
 // (whatever was captured, "complete": false); each file is written to a temporary name
-// and renamed, the manifest last.
+// and renamed, the manifest last. The manifest is sealed like the run's (its "files"
+// table lists every array with size and SHA-256, "manifest_sha256" last), so `ember verify`
+// checks a capture directory on its own, and the run's manifest covers it too. `dir` must
+// lie strictly inside the run's output directory: outside it the seal of the run would not
+// cover it, and the directory itself would have the run's manifest overwrite capture's.
 #include <ember/experiment.hpp>
+#include <ember/manifest_seal.hpp>
 #include <ember/npy.hpp>
+#include <ember/sha256.hpp>
 
 #include <filesystem>
 #include <map>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -60,14 +67,29 @@ struct Series {
     }
 };
 
+// `dir` (relative to the run's output directory, or absolute) made absolute; a
+// ConfigError naming it unless it lies strictly inside `run_dir`.
+fs::path inside_run_directory(const std::string& dir, const fs::path& run_dir) {
+    const fs::path run = run_dir.lexically_normal();
+    const fs::path path = (fs::path(dir).is_absolute() ? fs::path(dir) : run / dir).lexically_normal();
+    const fs::path relative = path.lexically_relative(run);
+    const bool inside = !relative.empty() && *relative.begin() != ".." && relative != ".";
+    if (!inside)
+        throw ember::ConfigError("config key 'dir' = '" + dir + "' is " +
+                                 (relative == "." || (relative.empty() && path == run) ? "the run's output directory itself"
+                                                                                       : "outside the run's output directory") +
+                                 " (" + run.string() + "); capture writes its own sealed manifest.json, so give it a "
+                                 "subdirectory such as \"capture\"");
+    return path;
+}
+
 class Capture : public ember_plugins::StageExperiment {
 public:
     explicit Capture(const ember::ExperimentConfig& config) : selection_(config, {Stage::AfterLayer}) {
         config.expect_only({"stage", "stages", "layers", "positions", "phase", "dir"});
         const ember::RunInfo info = ember::host().run_info();
         if (info.output_dir.empty()) throw std::runtime_error("capture needs the run's output directory; the host gave none");
-        const fs::path dir(config.get_string("dir", "capture"));
-        dir_ = dir.is_absolute() ? dir : fs::path(std::string(info.output_dir)) / dir;
+        dir_ = inside_run_directory(config.get_string("dir", "capture"), fs::path(std::string(info.output_dir)));
         run_id_ = info.run_id;
         model_path_ = info.model_path;
         model_sha256_ = info.model_sha256;
@@ -116,31 +138,41 @@ private:
     }
 
     void write(bool complete, std::string_view error) const {
+        using ember_plugins::json_string;
         fs::create_directories(dir_);
-        std::string arrays;
+        std::string arrays, files;
         for (const auto& [key, s] : series_) {
             const std::size_t rows = s.positions.size();
-            ember::npy::write_f32(dir_ / s.file_name(), s.values.data(), {rows, s.cols});
+            const std::string header = ember::npy::header("<f4", {rows, s.cols});
+            const std::size_t bytes = s.values.size() * sizeof(float);
+            ember::npy::write_file_atomically(dir_ / s.file_name(), header, s.values.data(), bytes);
+            ember::Sha256 sha;
+            sha.update(header);
+            sha.update(std::as_bytes(std::span(s.values)));
+            files += std::string(files.empty() ? "\n    " : ",\n    ") + json_string(s.file_name()) +
+                     ": {\"bytes\": " + std::to_string(header.size() + bytes) + ", \"sha256\": " +
+                     json_string(sha.finish_hex()) + "}";
             arrays += std::string(arrays.empty() ? "\n    " : ",\n    ") +
-                      "{\"file\": " + ember_plugins::json_string(s.file_name()) +
-                      ", \"stage\": " + ember_plugins::json_string(ember_plugins::stage_name(s.stage)) +
+                      "{\"file\": " + json_string(s.file_name()) +
+                      ", \"stage\": " + json_string(ember_plugins::stage_name(s.stage)) +
                       ", \"layer\": " + (s.layer ? std::to_string(*s.layer) : "null") +
-                      ", \"phase\": " + ember_plugins::json_string(ember::phase_name(s.phase)) +
+                      ", \"phase\": " + json_string(ember::phase_name(s.phase)) +
                       ", \"positions\": " + ember_plugins::json_int_array(s.positions) + ", \"shape\": [" +
                       std::to_string(rows) + ", " + std::to_string(s.cols) + "], \"dtype\": \"float32\"}";
         }
-        using ember_plugins::json_string;
         const std::string manifest =
-            "{\n  \"schema_version\": 1,\n  \"kind\": \"ember.capture\",\n  \"complete\": " +
-            std::string(complete ? "true" : "false") +
-            (complete ? "" : ",\n  \"error\": " + json_string(error)) + ",\n  \"run\": {\"run_id\": " +
+            "{\n  \"schema_version\": 1,\n  \"kind\": \"ember.capture\",\n  \"run_id\": " + json_string(run_id_) +
+            ",\n  \"complete\": " + std::string(complete ? "true" : "false") +
+            (complete ? "" : ",\n  " + ember_plugins::json_member("error", error)) + ",\n  \"run\": {\"run_id\": " +
             json_string(run_id_) + ", \"model_path\": " + json_string(model_path_) +
             ", \"model_sha256\": " + json_string(model_sha256_) + ", \"route\": " + json_string(route_) +
             ", \"config_hash\": " + json_string(config_hash_) +
             ", \"prompt_token_ids\": " + ember_plugins::json_int_array(prompt_token_ids_) + "},\n  \"model\": " +
             (model_.empty() ? "null" : model_) + ",\n  \"arrays\": [" + arrays + (arrays.empty() ? "" : "\n  ") +
-            "]\n}\n";
-        ember::npy::write_file_atomically(dir_ / "manifest.json", manifest, nullptr, 0);
+            "],\n  \"files\": {" + files + (files.empty() ? "" : "\n  ") + "},\n  " +
+            ember::seal::member(ember::seal::zeros()) + "\n}\n";
+        const std::string sealed = ember::seal::sealed(manifest);
+        ember::npy::write_file_atomically(dir_ / "manifest.json", sealed, nullptr, 0);
     }
 
     Selection selection_;

@@ -1,5 +1,9 @@
 // Writing JSON text by hand for the built-ins' manifests (they cannot link a JSON library).
+// Strict like everything Ember writes: invalid UTF-8 is replaced by U+FFFD (json_member
+// keeps the raw bytes in a "<key>_hex" sibling).
 #pragma once
+
+#include <ember/utf8.hpp>
 
 #include <cstdio>
 #include <string>
@@ -8,7 +12,8 @@
 namespace ember_plugins {
 
 // `text` as a JSON string literal, quotes included.
-inline std::string json_string(std::string_view text) {
+inline std::string json_string(std::string_view raw) {
+    const std::string text = ember::utf8::replace_invalid(raw);
     std::string out = "\"";
     for (char c : text) {
         switch (c) {
@@ -28,6 +33,13 @@ inline std::string json_string(std::string_view text) {
         }
     }
     return out + "\"";
+}
+
+// `"key": "text"`, and `, "key_hex": "..."` with the raw bytes when `text` is not valid UTF-8.
+inline std::string json_member(std::string_view key, std::string_view text) {
+    std::string out = json_string(key) + ": " + json_string(text);
+    if (!ember::utf8::is_valid(text)) out += ", " + json_string(std::string(key) + "_hex") + ": " + json_string(ember::utf8::hex(text));
+    return out;
 }
 
 // A list of integers as a JSON array.

@@ -1,6 +1,8 @@
 // patch: replaces activations with ones a `capture` experiment saved in an earlier run
 // (activation patching). Route-locked: the source must come from the same model file
 // (sha256), a prompt of the same length and the same route, or patch refuses it by name.
+// The source is checked by content: its manifest's seal must match, and every array patch
+// reads must have the size and SHA-256 its files table says.
 //
 //   [[experiment]]
 //   plugin = "build/plugins/libpatch.so"
@@ -10,20 +12,33 @@
 //   layers = [3]                   # or "all" (default)
 //   positions = [4]                # or "last", or "all" (default)
 //   phase = "prefill"              # or "decode", or "all" (default)
+//   record = "patch.json"          # the record, in the run's output directory (default "patch.json")
 //
 // At a selected site, every selected row whose position the source captured is
-// overwritten with the captured row; other rows are left alone.
+// overwritten with the captured row. Layers and positions asked for by name (a list, or
+// "last") must be in the source: patch refuses a source that lacks one, naming it, before
+// the run starts, and fails the run if a selected row's position turns out to be missing.
+// With positions = "all", rows the source did not capture are left alone.
+//
+// The record (kind "ember.patch", strict JSON, sealed into the run's manifest with every
+// other file) says which source was used, by its run id and manifest seal, and how many
+// rows were written per stage, layer and phase; it is written when the generation
+// completes or fails ("complete": false, the error).
 #include <ember/experiment.hpp>
+#include <ember/manifest_seal.hpp>
 #include <ember/npy.hpp>
+#include <ember/sha256.hpp>
 
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "common/json_text.hpp"
 #include "common/selection.hpp"
 #include "common/stage_experiment.hpp"
 
@@ -35,7 +50,9 @@ using ember_plugins::Stage;
 
 // One captured array: rows by token position.
 struct SourceArray {
+    std::string file;
     std::size_t cols = 0;
+    ember::ExecutionPhase phase = ember::ExecutionPhase::Prefill;
     std::map<std::size_t, std::size_t> row_of_position;
     std::vector<float> values;
 };
@@ -52,12 +69,31 @@ const ember::JsonValue& member(const ember::JsonValue& object, std::string_view 
     return *v;
 }
 
+std::string read_bytes(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string list_text(const std::set<std::size_t>& values) {
+    std::string out;
+    for (auto v : values) out += (out.empty() ? "" : ", ") + std::to_string(v);
+    return out.empty() ? "none" : out;
+}
+
 class Patch : public ember_plugins::StageExperiment {
 public:
     explicit Patch(const ember::ExperimentConfig& config)
         : selection_(config, {ember_plugins::kAllStages.begin(), ember_plugins::kAllStages.end()}) {
-        config.expect_only({"source", "stage", "stages", "layers", "positions", "phase"});
+        config.expect_only({"source", "stage", "stages", "layers", "positions", "phase", "record"});
         if (!config.has("source")) throw ember::ConfigError("config key 'source' (a capture directory) is required");
+        read_requested(config);
+        const ember::RunInfo info = ember::host().run_info();
+        const std::string record = config.get_string("record", "patch.json");
+        if (record.empty() || record.find('/') != std::string::npos || record == "manifest.json" || record == "run.json")
+            throw ember::ConfigError("config key 'record' = '" + record + "' must be a plain file name (not manifest.json or run.json)");
+        if (!info.output_dir.empty()) record_path_ = fs::path(std::string(info.output_dir)) / record;
+        prompt_tokens_ = info.prompt_token_ids.size();
+
         fs::path source(ember::host().resolve_path(config.get_string("source", "")));
         const fs::path manifest_path = fs::is_directory(source) ? source / "manifest.json" : source;
         dir_ = manifest_path.parent_path();
@@ -71,15 +107,45 @@ public:
             throw std::runtime_error(name_ + " is not a capture manifest");
         if (!member(manifest, "complete", name_).as_bool())
             throw std::runtime_error(name_ + " is incomplete (the run that captured it failed)");
+        check_seal(text, manifest);
         check_route_lock(member(manifest, "run", name_));
-        load_arrays(member(manifest, "arrays", name_));
+        load_arrays(member(manifest, "arrays", name_), member(manifest, "files", name_));
+        check_requested();
     }
 
     const char* name() const override { return "patch"; }
 
     ember::Status on_model_loaded(const ember::ModelContext& model) override { return selection_.check_layers(model); }
+    ember::Status on_generation_complete(const ember::GenerationContext&) override { return write_record(true, ""); }
+    ember::Status on_error(const ember::GenerationContext&, std::string_view message) override {
+        return write_record(false, message);
+    }
 
 private:
+    // The layers and positions the config names (a list, or "last"): they must be in the source.
+    void read_requested(const ember::ExperimentConfig& config) {
+        if (const ember::JsonValue* v = config.json().find("layers"); v && v->is_array())
+            for (auto l : config.get_int_list("layers", {})) requested_layers_.insert(static_cast<std::size_t>(l));
+        if (const ember::JsonValue* v = config.json().find("positions")) {
+            if (v->is_array()) {
+                for (auto p : config.get_int_list("positions", {})) requested_positions_.insert(static_cast<std::size_t>(p));
+                positions_named_ = true;
+            } else if (v->is_string() && v->as_string() == "last") {
+                positions_named_ = true;
+            }
+        }
+    }
+
+    // The manifest is the one capture sealed, and so describes these very files.
+    void check_seal(const std::string& text, const ember::JsonValue& manifest) {
+        const std::string seal = member(manifest, "manifest_sha256", name_).as_string();
+        if (seal.size() != 64 || ember::seal::content_digest(text, seal) != seal)
+            throw std::runtime_error(name_ + ": its manifest's seal does not match its bytes (changed after capture wrote it)");
+        seal_ = seal;
+        const ember::JsonValue* id = manifest.find("run_id");
+        source_run_id_ = id && id->is_string() ? id->as_string() : member(member(manifest, "run", name_), "run_id", name_).as_string();
+    }
+
     // The source must describe this very computation: same model bytes, prompt length, route.
     void check_route_lock(const ember::JsonValue& run) const {
         const ember::RunInfo here = ember::host().run_info();
@@ -97,7 +163,7 @@ private:
                                      std::string(here.route) + "'");
     }
 
-    void load_arrays(const ember::JsonValue& arrays) {
+    void load_arrays(const ember::JsonValue& arrays, const ember::JsonValue& files) {
         for (const ember::JsonValue& a : arrays.items()) {
             const auto stage = ember_plugins::stage_from_name(member(a, "stage", name_).as_string());
             if (!stage) throw std::runtime_error(name_ + ": unknown stage in manifest");
@@ -106,19 +172,49 @@ private:
                 layer_value.is_integer() ? std::optional<std::size_t>(layer_value.as_integer()) : std::nullopt;
             const auto phase = member(a, "phase", name_).as_string() == "prefill" ? ember::ExecutionPhase::Prefill
                                                                                   : ember::ExecutionPhase::Decode;
+            // The layers the source holds at the selected stages and phase, asked for or not.
+            if (layer && selection_.wants_site(*stage, phase, std::nullopt)) layers_held_.insert(*layer);
             if (!selection_.wants_site(*stage, phase, layer)) continue;
 
-            const fs::path file = dir_ / member(a, "file", name_).as_string();
+            const std::string file_name = member(a, "file", name_).as_string();
+            const fs::path file = dir_ / file_name;
+            const std::string bytes = read_bytes(file);
+            const ember::JsonValue& listed = member(files, file_name, name_ + " files");
+            if (ember::sha256_hex(bytes) != member(listed, "sha256", name_).as_string())
+                throw std::runtime_error(name_ + ": " + file_name + " does not match the SHA-256 its manifest records");
             ember::npy::Array npy = ember::npy::read(file);
             const auto& positions = member(a, "positions", name_).items();
             if (npy.shape.size() != 2 || npy.shape[0] != positions.size())
-                throw std::runtime_error(name_ + ": " + file.filename().string() + " does not match its manifest entry");
+                throw std::runtime_error(name_ + ": " + file_name + " does not match its manifest entry");
             SourceArray source;
+            source.file = file_name;
             source.cols = npy.shape[1];
+            source.phase = phase;
             for (std::size_t row = 0; row < positions.size(); ++row)
                 source.row_of_position[static_cast<std::size_t>(positions[row].as_integer())] = row;
             source.values = std::move(npy.values);
             sources_[site_key(*stage, layer, phase)] = std::move(source);
+        }
+    }
+
+    // Refuses, by name, a layer or a position asked for that the source does not hold.
+    void check_requested() const {
+        for (std::size_t layer : requested_layers_)
+            if (!layers_held_.count(layer))
+                throw std::runtime_error(name_ + " holds no array for layer " + std::to_string(layer) +
+                                         " at the selected stages and phase (it holds layers " + list_text(layers_held_) + ")");
+        for (const auto& [key, source] : sources_) {
+            if (source.phase != ember::ExecutionPhase::Prefill) continue;
+            std::set<std::size_t> held;
+            for (const auto& [position, row] : source.row_of_position) held.insert(position);
+            std::set<std::size_t> wanted;
+            for (std::size_t p : requested_positions_)
+                if (p < prompt_tokens_) wanted.insert(p);
+            if (positions_named_ && requested_positions_.empty() && prompt_tokens_ > 0) wanted.insert(prompt_tokens_ - 1);
+            for (std::size_t p : wanted)
+                if (!held.count(p))
+                    throw std::runtime_error(name_ + ": " + source.file + " holds no row for prompt position " +
+                                             std::to_string(p) + " (it holds positions " + list_text(held) + ")");
         }
         if (sources_.empty())
             throw std::runtime_error(name_ + " holds no arrays for the selected stages, layers and phase");
@@ -133,20 +229,64 @@ private:
         if (source.cols != tensor.shape()[1])
             return ember::Status::error(name_ + " has " + std::to_string(source.cols) + " columns here, the activation " +
                                         std::to_string(tensor.shape()[1]));
+        std::optional<std::size_t> missing;
+        std::size_t& written = rows_written_[it->first];
         selection_.for_each_row(ctx, tensor, [&](std::size_t row, std::size_t position) {
             const auto found = source.row_of_position.find(position);
-            if (found == source.row_of_position.end()) return;
+            if (found == source.row_of_position.end()) {
+                if (positions_named_ && !missing) missing = position;
+                return;
+            }
             const float* from = source.values.data() + found->second * source.cols;
             auto to = tensor.row_mut(row);
             std::copy(from, from + source.cols, to.begin());
+            ++written;
         });
+        if (missing)
+            return ember::Status::error(name_ + ": " + source.file + " holds no row for position " +
+                                        std::to_string(*missing) + ", which the config asks to patch");
+        return {};
+    }
+
+    ember::Status write_record(bool complete, std::string_view error) const {
+        if (record_path_.empty()) return {};
+        using ember_plugins::json_string;
+        std::string rows;
+        for (const auto& [key, count] : rows_written_) {
+            const auto& [stage, layer, phase] = key;
+            rows += std::string(rows.empty() ? "\n    " : ",\n    ") +
+                    "{\"stage\": " + json_string(ember_plugins::stage_name(static_cast<Stage>(stage))) +
+                    ", \"layer\": " + (layer < 0 ? std::string("null") : std::to_string(layer)) + ", \"phase\": " +
+                    json_string(ember::phase_name(static_cast<ember::ExecutionPhase>(phase))) +
+                    ", \"rows\": " + std::to_string(count) + "}";
+        }
+        const std::string text =
+            "{\n  \"schema_version\": 1,\n  \"kind\": \"ember.patch\",\n  \"complete\": " +
+            std::string(complete ? "true" : "false") + (complete ? "" : ",\n  " + ember_plugins::json_member("error", error)) +
+            ",\n  \"source\": {" + ember_plugins::json_member("dir", dir_.string()) +
+            ", \"run_id\": " + json_string(source_run_id_) + ", \"manifest_sha256\": " + json_string(seal_) +
+            "},\n  \"rows_written\": [" + rows + (rows.empty() ? "" : "\n  ") + "]\n}\n";
+        try {
+            ember::npy::write_file_atomically(record_path_, text, nullptr, 0);
+        } catch (const std::exception& e) {
+            return ember::Status::error(std::string("cannot write the patch record: ") + e.what());
+        }
         return {};
     }
 
     Selection selection_;
     fs::path dir_;
+    fs::path record_path_;
     std::string name_;
+    std::string seal_;
+    std::string source_run_id_;
+    std::size_t prompt_tokens_ = 0;
+    std::set<std::size_t> requested_layers_;
+    std::set<std::size_t> requested_positions_;
+    bool positions_named_ = false;
+    std::set<std::size_t> layers_held_;
     std::map<SiteKey, SourceArray> sources_;
+    std::map<SiteKey, std::size_t> rows_written_;
 };
 
 }  // namespace

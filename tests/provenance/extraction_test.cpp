@@ -57,41 +57,47 @@ bool has_temporaries(const fs::path& dir) {
 
 }  // namespace
 
-TEST_CASE("an interrupted extraction leaves no manifest, not even an earlier run's") {
+TEST_CASE("an interrupted replacement leaves the earlier run complete, and no temporaries or staging beside it") {
     const extract::LoadedModel model(fixture_path("models/stories260K.gguf"), std::nullopt);
     TempDir dir;
     config::RunConfig c = request("stories260K", dir.path() / "run");
     c.output.stages = {"after_attention", "after_mlp", "after_layer"};
     extract::run_extraction(model, c);
     REQUIRE(extract::verify_run_directory(c.output.dir).ok());
+    const std::string earlier = read_all(c.output.dir / "manifest.json");
 
     std::size_t written = 0;
     extract::ExtractionOptions options;
+    options.overwrite = true;
     options.on_file_written = [&](const extract::FileRecord&) {
         if (++written == 4) throw Error("simulated failure after 4 files");
     };
     CHECK_THROWS_WITH_AS(extract::run_extraction(model, c, options), "simulated failure after 4 files", Error);
     CHECK(written == 4);
-    CHECK(!fs::exists(c.output.dir / "manifest.json"));
-    CHECK(!has_temporaries(c.output.dir));
-    const extract::VerifyReport report = extract::verify_run_directory(c.output.dir);
-    REQUIRE(report.problems.size() == 1);
-    CHECK(report.problems[0].message.find("missing") != std::string::npos);
-
-    // The same run, not interrupted, completes the directory again.
-    extract::run_extraction(model, c);
+    // The replacement was built beside the directory: the earlier run is untouched.
+    CHECK(read_all(c.output.dir / "manifest.json") == earlier);
     CHECK(extract::verify_run_directory(c.output.dir).ok());
+    CHECK(!has_temporaries(c.output.dir));
+    for (const auto& e : fs::directory_iterator(dir.path())) CHECK(e.path().filename() == "run");
+
+    // Without overwrite the directory is refused; with it, the same run replaces the earlier one.
+    CHECK_THROWS_WITH_AS(extract::run_extraction(model, c), doctest::Contains("the output directory holds"), Error);
+    options.on_file_written = {};
+    extract::run_extraction(model, c, options);
+    CHECK(extract::verify_run_directory(c.output.dir).ok());
+    for (const auto& e : fs::directory_iterator(dir.path())) CHECK(e.path().filename() == "run");
 }
 
-TEST_CASE("a shard that cannot be put in place fails the run without a manifest") {
+TEST_CASE("a directory holding other files is refused by name before anything is written") {
     TempDir dir;
     const fs::path out = dir.path() / "run";
-    fs::create_directories(out / "after_layer.layer2.npy");  // a directory where a shard must go
+    fs::create_directories(out / "notes");
+    write_all(out / "notes" / "mine.txt", "mine\n");
     const CommandResult r = extract_cli("stories260K", out, "");
     CHECK(r.exit_code == 1);
-    CHECK(r.output.find("after_layer.layer2.npy") != std::string::npos);
+    CHECK(r.output.find("holds files of no recorded run ('notes/mine.txt')") != std::string::npos);
     CHECK(!fs::exists(out / "manifest.json"));
-    CHECK(fs::exists(out / "after_layer.layer1.npy"));
+    CHECK(!fs::exists(out / "after_layer.layer1.npy"));
     CHECK(!has_temporaries(out));
 }
 
@@ -192,7 +198,8 @@ logit_lens = 4
                         "--stages after_layer,before_logits --layers 1,3 --positions last --logits last --logit-lens 4")
                 .exit_code == 0);
     const std::string from_options(json::parse(read_all(out / "manifest.json")).at("config_hash").as_string());
-    const CommandResult r = run_command(fmt::format("{} extract {}", EMBER_BINARY, shell_quote(toml.string())), true);
+    const CommandResult r =
+        run_command(fmt::format("{} extract --overwrite {}", EMBER_BINARY, shell_quote(toml.string())), true);
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
     const std::string from_config(json::parse(read_all(out / "manifest.json")).at("config_hash").as_string());
     CHECK(from_options == from_config);

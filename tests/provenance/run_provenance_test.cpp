@@ -74,13 +74,15 @@ TEST_CASE("ember run --trace FILE writes the journal there, a failed run leaves 
     CHECK(manifest.at("tensor_contract").is_null());
     CHECK(extract::verify_run_directory(run.output_dir).ok());
 
-    // A strict experiment failure: run.json says failed; the earlier manifest is gone.
+    // A strict experiment failure replacing an earlier run (--overwrite): run.json says
+    // failed; the earlier manifest is gone.
     TempDir failing;
     fs::create_directories(failing.path() / "out");
     fs::copy_file(run.output_dir / "manifest.json", failing.path() / "out" / "manifest.json");
     const auto failed = ember_run(failing, run_config(fixture_path("models/stories260K.gguf"), kPrompt, 3,
                                                       "[tracing]\nenabled = true\n") +
-                                               experiment(test_plugin("failing"), "stage = \"after_layer\""));
+                                               experiment(test_plugin("failing"), "stage = \"after_layer\""),
+                               "--overwrite");
     CHECK(failed.exit_code == 1);
     REQUIRE(failed.has_report);
     CHECK(failed.report.at("outcome") == "failed");

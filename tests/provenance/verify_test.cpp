@@ -1,14 +1,16 @@
 // Rung: smoke (artifact integrity). `ember verify` on a real extraction: a clean directory
 // passes; a flipped byte anywhere in the manifest (every byte is tried), in a shard's data
 // or header, a truncated or missing file, and an array whose header disagrees with a
-// (re-sealed) manifest are each reported by file name with exit status 1; files the
-// manifest does not list are warnings.
+// (re-sealed) manifest are each reported by file name with exit status 1; so are files
+// the manifest does not list (the seal covers the whole directory), and hostile sizes
+// and shapes in a correctly sealed manifest are named by key.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
 #include <boost/json.hpp>
 
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "extract/run_directory.hpp"
@@ -116,7 +118,8 @@ TEST_CASE("missing, truncated and unlisted files") {
     CHECK(r.output.find("logits.npy: missing (listed in the manifest)") != std::string::npos);
     CHECK(r.output.find(fmt::format("logit_lens.layer0.ids.npy: is {} bytes, the manifest says {}", lens.size() - 4,
                                     lens.size())) != std::string::npos);
-    CHECK(r.output.find("warning: notes.txt: is not listed in the manifest") != std::string::npos);
+    CHECK(r.output.find("notes.txt: is not listed in the manifest") != std::string::npos);
+    CHECK(r.output.find("warning:") == std::string::npos);
 
     TempDir empty;
     const CommandResult none = verify_cli(empty.path());
@@ -142,6 +145,46 @@ TEST_CASE("an array whose header disagrees with a correctly sealed manifest is n
             named = true;
     }
     CHECK(named);
+}
+
+TEST_CASE("negative, huge and non-integer sizes and shapes are named by file and key") {
+    TempDir dir;
+    const fs::path out = extraction(dir);
+    const json::object original = json::parse(read_all(out / "manifest.json")).as_object();
+    struct Case {
+        const char* what;
+        std::function<void(json::object&)> edit;
+        const char* message;
+    };
+    const std::vector<Case> cases = {
+        {"negative size", [](json::object& m) { m["files"].as_object()["logits.npy"].as_object()["bytes"] = -3; },
+         "files.logits.npy.bytes is -3, a negative count"},
+        {"huge size",
+         [](json::object& m) { m["files"].as_object()["logits.npy"].as_object()["bytes"] = std::uint64_t{1} << 63; },
+         "files.logits.npy.bytes is 9223372036854775808, too large to be believed"},
+        {"fractional size", [](json::object& m) { m["files"].as_object()["logits.npy"].as_object()["bytes"] = 1.5; },
+         "files.logits.npy.bytes is 1.5E0, not a whole number"},
+        {"string size", [](json::object& m) { m["files"].as_object()["logits.npy"].as_object()["bytes"] = "big"; },
+         "files.logits.npy.bytes is \"big\", not a number"},
+        {"negative dimension", [](json::object& m) { m["tensors"].as_array()[0].as_object()["shape"] = {-1, 64}; },
+         "tensors[0].shape[0] is -1, a negative count"},
+        {"fractional dimension", [](json::object& m) { m["logits"].as_object()["shape"] = {1, 0.5}; },
+         "logits.shape[1] is 5E-1, not a whole number"},
+        {"overflowing shape",
+         [](json::object& m) { m["tensors"].as_array()[1].as_object()["shape"] = {std::uint64_t{1} << 40, std::uint64_t{1} << 40}; },
+         "tensors[1].shape holds more elements than any file could"},
+        {"escaping name", [](json::object& m) { m["files"].as_object()["../outside"] = {{"bytes", 1}, {"sha256", "x"}}; },
+         "files: '../outside' is not a path inside the directory"},
+    };
+    for (const Case& c : cases) {
+        CAPTURE(c.what);
+        json::object manifest = original;
+        c.edit(manifest);
+        write_all(out / "manifest.json", extract::seal_manifest(std::move(manifest)));
+        const CommandResult r = verify_cli(out);
+        CHECK(r.exit_code == 1);
+        CHECK_MESSAGE(r.output.find(std::string("manifest.json: ") + c.message) != std::string::npos, r.output);
+    }
 }
 
 }  // namespace ember::test

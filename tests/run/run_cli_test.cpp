@@ -80,7 +80,7 @@ TEST_CASE("configs that mean the same run hash the same, a change of meaning cha
     TempDir dir;
     const fs::path model = fixture_path("models/stories260K.gguf");
     const auto hash_of = [&](const std::string& toml) {
-        const auto run = ember_run(dir, toml);
+        const auto run = ember_run(dir, toml, "--overwrite");
         REQUIRE_MESSAGE(run.exit_code == 0, run.err);
         return std::string(run.report.at("config_hash").as_string());
     };

@@ -199,12 +199,14 @@ TEST_CASE("plugins validate inspects each plugin in a child: a crash or an exit 
     CHECK(str(run.report.at("crash").at("stage").at("stage")) == "load");
 }
 
-TEST_CASE("a crash replaces an earlier run.json that said ok, and leaves no manifest") {
+TEST_CASE("a crash replacing an earlier run (--overwrite) leaves its record and no manifest") {
     TempDir dir;
     const auto good = ember_run(dir, stories(experiment(builtin_plugin("finite-check"))));
     REQUIRE_MESSAGE(good.exit_code == 0, good.err);
     REQUIRE(fs::exists(good.output_dir / "manifest.json"));
-    const auto bad = ember_run(dir, stories(hostile("act = \"segv\"\nstage = \"after_mlp\"\nphase = \"decode\"")));
+    // One run per directory: replacing the earlier run takes --overwrite.
+    const auto bad = ember_run(dir, stories(hostile("act = \"segv\"\nstage = \"after_mlp\"\nphase = \"decode\"")),
+                               "--overwrite");
     CHECK(bad.exit_code == 1);
     REQUIRE(bad.has_report);
     CHECK(str(bad.report.at("outcome")) == "crashed");

@@ -4,7 +4,8 @@
 //   layer = 1                   only at this layer (default: any)
 //   how = "status"              "status" (Status::error), "throw" (std::runtime_error),
 //                               "throw_other" (throws an int), "long" (a 5000-byte message
-//                               of multi-byte characters)
+//                               of multi-byte characters), "bad_utf8" (the message followed
+//                               by bytes that are not UTF-8: FF FE C3)
 //   message = "..."             the message (default "planned failure")
 // It logs "failing on_error ..." and "failing on_generation_complete" when told.
 #include <ember/experiment.hpp>
@@ -74,6 +75,7 @@ private:
             while (text.size() < 5000) text += "\xC3\xA9";  // "é", two bytes each
             return ember::Status::error(text);
         }
+        if (how_ == "bad_utf8") return ember::Status::error(message_ + " \xFF\xFE\xC3");
         return ember::Status::error(message_);
     }
 

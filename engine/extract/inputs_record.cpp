@@ -1,0 +1,155 @@
+#include "extract/inputs_record.hpp"
+
+#include <fmt/format.h>
+
+#include <boost/json/parse.hpp>
+
+#include <fstream>
+#include <iterator>
+#include <map>
+
+#include "common/digest_cache.hpp"
+#include "common/error.hpp"
+#include "extract/run_directory.hpp"
+#include "extract/verify.hpp"
+
+namespace ember::extract {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+fs::path absolute_normal(const fs::path& p) { return fs::absolute(p).lexically_normal(); }
+
+// A string of an experiment's config that names an input: a file, or a directory with a
+// manifest (recorded as that manifest).
+void scan_config(const json::value& v, const std::string& key, const fs::path& base, std::vector<InputFile>& out) {
+    if (v.is_object()) {
+        for (const auto& [k, member] : v.as_object()) scan_config(member, key + "." + std::string(k), base, out);
+    } else if (v.is_array()) {
+        for (std::size_t i = 0; i < v.as_array().size(); ++i)
+            scan_config(v.as_array()[i], fmt::format("{}[{}]", key, i), base, out);
+    } else if (v.is_string() && !v.as_string().empty()) {
+        const fs::path named(std::string(v.as_string()));
+        const fs::path path = absolute_normal(named.is_absolute() ? named : base / named);
+        std::error_code ec;
+        const bool is_dir = fs::is_directory(path, ec);
+        const fs::path file = is_dir ? path / kManifestName : path;
+        if (!fs::is_regular_file(file, ec)) return;
+        InputFile input = input_file(is_dir || file.filename() == kManifestName ? "experiment_source" : "experiment_file", file);
+        input.key = key;
+        if (input.role == "experiment_source") {
+            std::ifstream in(file, std::ios::binary);
+            const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+            json::error_code jec;
+            const json::value m = json::parse(text, jec);
+            if (!jec && m.is_object()) {
+                const json::object& o = m.as_object();
+                if (const auto* id = o.if_contains("run_id"); id && id->is_string()) input.run_id = std::string(id->as_string());
+                if (const auto* seal = o.if_contains("manifest_sha256"); seal && seal->is_string())
+                    input.manifest_seal = std::string(seal->as_string());
+            }
+        }
+        out.push_back(std::move(input));
+    }
+}
+
+std::string describe(const json::object& o) {
+    const auto text = [&](const char* k) {
+        const json::value* v = o.if_contains(k);
+        return v && v->is_string() ? std::string(v->as_string()) : std::string();
+    };
+    return fmt::format("{} {}{}", text("role"), text("path"), text("key").empty() ? "" : " (" + text("key") + ")");
+}
+
+}  // namespace
+
+InputFile input_file(const std::string& role, const fs::path& path) {
+    InputFile f;
+    f.role = role;
+    f.path = absolute_normal(path);
+    std::error_code ec;
+    f.bytes = fs::file_size(f.path, ec);
+    if (ec) throw Error(fmt::format("{}: cannot read the {} ({})", f.path.string(), role, ec.message()));
+    f.sha256 = cached_sha256_file_hex(f.path);
+    return f;
+}
+
+std::vector<InputFile> collect_inputs(const config::RunConfig& config, const std::optional<std::string>& model_sha256) {
+    std::vector<InputFile> out;
+    if (model_sha256) {
+        InputFile model;
+        model.role = "model";
+        model.path = absolute_normal(config.model.path);
+        std::error_code ec;
+        model.bytes = fs::file_size(model.path, ec);
+        model.sha256 = *model_sha256;
+        out.push_back(std::move(model));
+    } else {
+        out.push_back(input_file("model", config.model.path));
+    }
+    if (config.prompt.file) out.push_back(input_file("prompt_file", *config.prompt.file));
+    if (config.defaults_file) out.push_back(input_file("defaults_file", *config.defaults_file));
+    for (std::size_t i = 0; i < config.experiments.size(); ++i) {
+        const config::ExperimentEntry& e = config.experiments[i];
+        InputFile plugin = input_file("plugin", e.plugin);
+        plugin.key = fmt::format("experiments[{}].plugin", i);
+        out.push_back(std::move(plugin));
+        json::error_code ec;
+        const json::value settings = json::parse(e.config_json, ec);
+        if (!ec) scan_config(settings, fmt::format("experiments[{}].config", i), e.base_dir, out);
+    }
+    return out;
+}
+
+json::array inputs_json(const std::vector<InputFile>& inputs) {
+    json::array out;
+    for (const InputFile& f : inputs) {
+        json::object o{{"role", f.role}, {"path", f.path.string()}, {"bytes", f.bytes}, {"sha256", f.sha256}};
+        if (!f.key.empty()) o["key"] = f.key;
+        if (f.role == "experiment_source") {
+            o["run_id"] = f.run_id ? json::value(*f.run_id) : json::value(nullptr);
+            o["manifest_sha256"] = f.manifest_seal ? json::value(*f.manifest_seal) : json::value(nullptr);
+        }
+        out.push_back(std::move(o));
+    }
+    return out;
+}
+
+std::string inputs_difference(const json::array& recorded, const std::vector<InputFile>& current) {
+    // (role, path, key) -> sha256
+    std::map<std::string, std::pair<std::string, std::string>> before;  // id -> (sha256, description)
+    for (const json::value& v : recorded) {
+        if (!v.is_object()) return "the recorded inputs are malformed";
+        const json::object& o = v.as_object();
+        const json::value* sha = o.if_contains("sha256");
+        before[describe(o)] = {sha && sha->is_string() ? std::string(sha->as_string()) : "", describe(o)};
+    }
+    for (const InputFile& f : current) {
+        const std::string id = describe(json::object{{"role", f.role}, {"path", f.path.string()}, {"key", f.key}});
+        const auto it = before.find(id);
+        if (it == before.end()) return fmt::format("{} was not an input of the recorded run", id);
+        if (it->second.first != f.sha256)
+            return fmt::format("{} changed (sha256 {}, the recorded run read {})", id, f.sha256, it->second.first);
+        before.erase(it);
+    }
+    if (!before.empty()) return fmt::format("{} was an input of the recorded run and is no longer", before.begin()->first);
+    return "";
+}
+
+std::optional<std::string> current_result(const config::RunConfig& config, const std::string& config_hash) {
+    std::error_code ec;
+    if (!fs::exists(config.output.dir / kManifestName, ec)) return std::nullopt;
+    const VerifyReport report = verify_run_directory(config.output.dir);
+    if (!report.ok() || report.config_hash != config_hash) return std::nullopt;
+    try {
+        if (!inputs_difference(report.inputs, collect_inputs(config)).empty()) return std::nullopt;
+    } catch (const std::exception&) {
+        return std::nullopt;  // an input cannot be read: the run will say so
+    }
+    return fmt::format("run {} in the output directory verifies and has this config hash and these inputs (--force "
+                       "reruns it)",
+                       report.run_id);
+}
+
+}  // namespace ember::extract

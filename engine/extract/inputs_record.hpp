@@ -1,0 +1,58 @@
+// The inputs record (docs/formats.md, "Inputs"): every file a run reads, by content, in
+// run.json and in the manifest, so that a result is keyed on what it was made from and not
+// only on its config. Each input has a role, an absolute path and the SHA-256 of its bytes
+// (through the digest cache, common/digest_cache.hpp):
+//   model, prompt_file, defaults_file, plugin (each experiment's .so), experiment_file (a
+//   file an experiment's config names: a steering vector), experiment_source (a directory
+//   with a sealed manifest an experiment's config names: a patch source; recorded by its
+//   manifest.json's bytes, with that manifest's run_id and manifest_sha256 seal), and
+//   dataset files (added by the dataset extraction with input_file()).
+// A string in an [experiment.config] table is taken for a path when, resolved against the
+// experiment's base directory, it names an existing file or a directory holding a
+// manifest.json.
+#pragma once
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/run_config.hpp"
+
+namespace ember::extract {
+
+struct InputFile {
+    std::string role;
+    std::filesystem::path path;  // absolute
+    std::string sha256;
+    std::uint64_t bytes = 0;
+    std::string key;                          // experiment inputs: "experiments[1].config.vector"
+    std::optional<std::string> run_id;        // experiment_source: the source's run id
+    std::optional<std::string> manifest_seal; // experiment_source: its manifest_sha256
+};
+
+// One input file hashed now. ember::Error naming the path when it cannot be read.
+InputFile input_file(const std::string& role, const std::filesystem::path& path);
+
+// Every input `config` names. `model_sha256` (what a loaded model hashed to) is used for the
+// model instead of hashing it again, when given.
+std::vector<InputFile> collect_inputs(const config::RunConfig& config,
+                                      const std::optional<std::string>& model_sha256 = std::nullopt);
+
+boost::json::array inputs_json(const std::vector<InputFile>& inputs);
+
+// "" when `recorded` (an inputs record read back) names the same inputs with the same
+// digests as `current`; otherwise what differs, naming the input ("model /m.gguf changed
+// (sha256 ab12... was 9f00...)").
+std::string inputs_difference(const boost::json::array& recorded, const std::vector<InputFile>& current);
+
+// Why the result in `config`'s output directory makes running it again unnecessary (it
+// verifies, has `config_hash`, and every input it recorded has the digest the input has
+// now), or nullopt. What `ember sweep` skips by.
+std::optional<std::string> current_result(const config::RunConfig& config, const std::string& config_hash);
+
+}  // namespace ember::extract

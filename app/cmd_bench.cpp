@@ -94,7 +94,7 @@ int run_bench(const std::vector<std::string>& args) {
         ("prompt-tokens", po::value<long long>()->default_value(128), "prompt length in tokens")
         ("gen-tokens", po::value<long long>()->default_value(64), "generated tokens (the first ends the prefill)")
         ("threads", po::value<long long>()->default_value(2), "threads")
-        ("route", po::value<std::string>()->default_value("fast"), "kernels: fast|reference")
+        ("route", po::value<std::string>()->default_value(std::string(runtime::route_name(runtime::default_route()))), "kernels: fast|reference")
         ("kv-type", po::value<std::string>()->default_value("f32"), "KV cache element type: f32|f16")
         ("ctx", po::value<long long>()->default_value(4096), "context length (sizes the KV cache)")
         ("repeat", po::value<long long>()->default_value(5), "timed repeats")

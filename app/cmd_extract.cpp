@@ -79,7 +79,7 @@ int run_extract(const std::vector<std::string>& args) {
         ("positions", po::value<std::string>()->default_value("all"), "all, last, or comma-separated prompt positions")
         ("logits", po::value<std::string>()->default_value("none"), "logits.npy: none, last or all positions")
         ("logit-lens", po::value<long long>()->default_value(0), "top-K logit lens for every chosen layer (0: off)")
-        ("route", po::value<std::string>()->default_value("fast"), "kernels: fast|reference")
+        ("route", po::value<std::string>()->default_value(std::string(runtime::route_name(runtime::default_route()))), "kernels: fast|reference")
         ("arch", po::value<std::string>()->default_value("auto"), "expected architecture: auto|llama|qwen3|gemma4")
         ("threads", po::value<long long>()->default_value(0), "threads (0: every hardware thread)")
         ("ctx", po::value<long long>()->default_value(0), "context length (0: min(4096, training context))")

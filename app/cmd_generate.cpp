@@ -51,7 +51,7 @@ int run_generate(const std::vector<std::string>& args) {
         ("prompt", po::value<std::string>(), "the prompt text")
         ("file", po::value<std::string>(), "a file whose bytes are the prompt")
         ("max-tokens", po::value<long long>()->default_value(32), "tokens to generate at most")
-        ("route", po::value<std::string>()->default_value("fast"), "kernels: fast|reference")
+        ("route", po::value<std::string>()->default_value(std::string(runtime::route_name(runtime::default_route()))), "kernels: fast|reference")
         ("kv-type", po::value<std::string>()->default_value("f32"), "KV cache element type: f32|f16")
         ("ctx", po::value<long long>()->default_value(0), "context length in tokens (0: min(4096, training context))")
         ("temperature", po::value<float>()->default_value(0.0f), "0: greedy; > 0: seeded sampling")

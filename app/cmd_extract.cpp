@@ -1,7 +1,7 @@
 // ember extract --model MODEL (--prompt TEXT | --file PATH) --out DIR [--stages S,...]
 //               [--layers all|N,M] [--positions all|last|N,M] [--logits none|last|all]
-//               [--logit-lens K] [--route fast|reference] [--arch A] [--threads N]
-//               [--ctx N] [--no-bos] [--trace FILE] [--json]
+//               [--logit-lens K] [--no-bos] [--trace FILE] [--json]
+//               [the model options: --route --threads --ctx --kv-type --arch]
 // ember extract CONFIG.toml [--json]
 // Runs the prompt through the model once (prefill) and writes the chosen hidden states
 // as .npy files with a sealed manifest.json (docs/extraction.md, docs/formats.md). The
@@ -30,18 +30,7 @@ config::RunConfig config_from_options(const po::variables_map& vm) {
     if (!vm.count("model")) throw UsageError("ember extract: give --model MODEL.gguf (or a run config)");
     if (!vm.count("out")) throw UsageError("ember extract: give --out DIR");
     if (vm.count("prompt") == vm.count("file")) throw UsageError("ember extract: give exactly one of --prompt TEXT or --file PATH");
-    c.model.path = absolute(vm["model"].as<std::string>());
-    c.model.arch = vm["arch"].as<std::string>();
-    parse_arch(c.model.arch);
-    c.model.route = vm["route"].as<std::string>();
-    if (!runtime::route_from_name(c.model.route))
-        throw UsageError(fmt::format("--route '{}' is not one of reference, fast", c.model.route));
-    const long long threads = vm["threads"].as<long long>();
-    const long long ctx = vm["ctx"].as<long long>();
-    if (threads < 0 || threads > 4096) throw UsageError("--threads must be in [0, 4096] (0: every hardware thread)");
-    if (ctx < 0 || ctx > INT32_MAX) throw UsageError("--ctx must be >= 0 (0: min(4096, the training context))");
-    c.model.threads = static_cast<std::uint32_t>(threads);
-    c.model.ctx = static_cast<std::uint32_t>(ctx);
+    apply_model_options(vm, c.model, false);
     if (vm.count("prompt")) c.prompt.text = vm["prompt"].as<std::string>();
     else c.prompt.file = absolute(vm["file"].as<std::string>());
     if (vm["no-bos"].as<bool>()) c.prompt.add_bos = config::AddBos::No;
@@ -68,10 +57,8 @@ config::RunConfig config_from_options(const po::variables_map& vm) {
 
 int run_extract(const std::vector<std::string>& args) {
     po::options_description options("extract options");
+    options.add(model_options()).add(prompt_options());
     options.add_options()
-        ("model", po::value<std::string>(), "GGUF model to run")
-        ("prompt", po::value<std::string>(), "the prompt text")
-        ("file", po::value<std::string>(), "a file whose bytes are the prompt")
         ("out", po::value<std::string>(), "the run directory to write")
         ("stages", po::value<std::string>()->default_value("after_layer"),
          "comma-separated: before_layer, after_attention, after_mlp, after_layer, before_logits, after_logits")
@@ -79,11 +66,6 @@ int run_extract(const std::vector<std::string>& args) {
         ("positions", po::value<std::string>()->default_value("all"), "all, last, or comma-separated prompt positions")
         ("logits", po::value<std::string>()->default_value("none"), "logits.npy: none, last or all positions")
         ("logit-lens", po::value<long long>()->default_value(0), "top-K logit lens for every chosen layer (0: off)")
-        ("route", po::value<std::string>()->default_value(std::string(runtime::route_name(runtime::default_route()))), "kernels: fast|reference")
-        ("arch", po::value<std::string>()->default_value("auto"), "expected architecture: auto|llama|qwen3|gemma4")
-        ("threads", po::value<long long>()->default_value(0), "threads (0: every hardware thread)")
-        ("ctx", po::value<long long>()->default_value(0), "context length (0: min(4096, training context))")
-        ("no-bos", po::bool_switch(), "do not add the BOS token even if the model asks for it")
         ("trace", po::value<std::string>(), "also write the operation journal to FILE")
         ("json", po::bool_switch(), "print a JSON summary")
         ("config", po::value<std::string>(), "a run config (TOML) instead of the options above");

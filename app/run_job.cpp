@@ -139,8 +139,11 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     if (config.output.extract) extractor.emplace(extract::resolve(config.output, model_config, encoded.ids.size()));
 
     // Creates the output directory and removes an earlier run's manifest.
-    extract::RunDirectoryWriter directory(config.output.dir);
-    outcome.report = config.output.dir / "run.json";
+    std::optional<extract::RunDirectoryWriter> directory;
+    if (options.record) {
+        directory.emplace(config.output.dir);
+        outcome.report = config.output.dir / "run.json";
+    }
 
     experiments::RunInfo info{outcome.run_id, config.output.dir.string(), model.path.string(), model.sha256,
                               config.model.route, config_hash, {}};
@@ -178,6 +181,7 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     parts.hooks_active = !config.experiments.empty();
     const experiments::RunnerSnapshot no_experiments{config.hooks.failure, config.hooks.timeout_ms, {}, {}};
     const auto write_report = [&](const experiments::RunnerSnapshot& snapshot) {
+        if (!options.record) return;
         parts.total_ms = ms_since(start);
         write_file_atomically(outcome.report, pretty_json(report_json(parts, snapshot)) + "\n");
     };
@@ -233,9 +237,10 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     const experiments::RunnerSnapshot snapshot = runner ? runner->snapshot() : no_experiments;
     outcome.experiment_failures = snapshot.failures;
     write_report(snapshot);
+    if (!options.record) return outcome;
 
     // The manifest last: run.json, the journal, the extraction's arrays.
-    directory.add_existing(outcome.report.filename().string());
+    directory->add_existing(outcome.report.filename().string());
     extract::RunRecord record;
     record.kind = "ember.run";
     record.run_id = outcome.run_id;
@@ -244,9 +249,9 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     record.config_hash = config_hash;
     record.config = config::to_json(config);
     record.trace = outcome.trace;
-    extract::write_extraction(directory, extractor ? &*extractor : nullptr, model, encoded, record,
+    extract::write_extraction(*directory, extractor ? &*extractor : nullptr, model, encoded, record,
                               session_options.route, outcome.threads);
-    for (const auto& f : directory.files()) outcome.arrays += f.name.ends_with(".npy");
+    for (const auto& f : directory->files()) outcome.arrays += f.name.ends_with(".npy");
     outcome.manifest = config.output.dir / extract::kManifestName;
     return outcome;
 }

@@ -53,6 +53,8 @@ struct RunOptions {
     // An observer that sees every operation of the run instead of the journal that
     // [tracing] asks for (null: the journal when tracing.enabled, else none).
     kernels::OpObserver* observer = nullptr;
+    // false: no output directory, run.json or manifest (ember generate, which prints only).
+    bool record = true;
 };
 
 struct RunOutcome {

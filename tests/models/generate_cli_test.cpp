@@ -145,7 +145,7 @@ TEST_CASE("ember generate: clear errors and exit codes") {
     SUBCASE("sampling options out of range") {
         CHECK(generate("stories260K", prompt + " --temperature -1", true).exit_code == 2);
         CHECK(generate("stories260K", prompt + " --top-p 0", true).exit_code == 2);
-        CHECK(generate("stories260K", prompt + " --threads 0", true).exit_code == 2);
+        CHECK(generate("stories260K", prompt + " --threads -1", true).exit_code == 2);  // 0: every hardware thread
         CHECK(generate("stories260K", prompt + " --max-tokens -3", true).exit_code == 2);
     }
     SUBCASE("a missing model file") {

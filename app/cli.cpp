@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "common/error.hpp"
+#include "common/input_file.hpp"
 #include "common/json_pretty.hpp"
 #include "kernels/kv_rows.hpp"
 #include "models/family.hpp"
@@ -70,7 +71,9 @@ void apply_model_options(const po::variables_map& vm, config::ModelSection& mode
     }
     if (given("threads")) {
         const long long threads = vm["threads"].as<long long>();
-        if (threads < 0 || threads > 4096) throw UsageError("--threads must be in [0, 4096] (0: every hardware thread)");
+        if (threads < 0 || threads > config::kMaxThreads) {
+            throw UsageError(fmt::format("--threads {} must be in [0, {}] (0: every hardware thread)", threads, config::kMaxThreads));
+        }
         model.threads = static_cast<std::uint32_t>(threads);
     }
     if (given("ctx")) {
@@ -103,7 +106,7 @@ std::string read_prompt(const po::variables_map& vm) {
     const bool has_file = vm.count("file") > 0;
     if (has_text == has_file) throw UsageError("give exactly one of --prompt TEXT or --file PATH");
     if (has_text) return vm["prompt"].as<std::string>();
-    return read_file(vm["file"].as<std::string>(), "prompt file");
+    return read_input_file(vm["file"].as<std::string>(), "prompt file");
 }
 
 std::string read_file(const std::filesystem::path& path, std::string_view what) {

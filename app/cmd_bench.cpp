@@ -22,6 +22,7 @@
 #include "commands.hpp"
 #include "common/error.hpp"
 #include "extract/extraction.hpp"
+#include "config/run_config.hpp"
 #include "gguf/gguf_file.hpp"
 #include "models/model.hpp"
 #include "runtime/sampler.hpp"

@@ -41,6 +41,13 @@ std::size_t count_option(const po::variables_map& vm, const char* name, long lon
     return static_cast<std::size_t>(v);
 }
 
+// An option the run config also sets, in the same range as its config key.
+long long ranged_option(const po::variables_map& vm, const char* name, long long min, long long max) {
+    const long long v = vm[name].as<long long>();
+    if (v < min || v > max) throw UsageError(fmt::format("ember generate: --{} {} must be in [{}, {}]", name, v, min, max));
+    return v;
+}
+
 // A float option as the decimal the user wrote (0.8, not 0.800000011920929).
 double shortest(float v) { return std::stod(fmt::format("{}", v)); }
 
@@ -54,7 +61,7 @@ int run_generate(const std::vector<std::string>& args) {
         ("temperature", po::value<float>()->default_value(0.0f), "0: greedy; > 0: seeded sampling")
         ("top-k", po::value<long long>()->default_value(40), "sample among the K best tokens (0: all)")
         ("top-p", po::value<float>()->default_value(0.95f), "sample within the smallest set holding this probability mass")
-        ("seed", po::value<unsigned long long>()->default_value(42), "random seed for sampling")
+        ("seed", po::value<long long>()->default_value(42), "random seed for sampling")
         ("json", po::bool_switch(), "print one JSON object at the end (docs/generate.md)")
         ("trace", po::value<std::string>(), "write the operation journal (JSON lines) to FILE");
     po::positional_options_description positional;
@@ -75,7 +82,7 @@ int run_generate(const std::vector<std::string>& args) {
     config.generation.temperature = vm["temperature"].as<float>();
     config.generation.top_k = static_cast<std::uint32_t>(std::min<std::size_t>(count_option(vm, "top-k", 0), UINT32_MAX));
     config.generation.top_p = vm["top-p"].as<float>();
-    config.generation.seed = vm["seed"].as<unsigned long long>();
+    config.generation.seed = static_cast<std::uint64_t>(ranged_option(vm, "seed", 0, config::kMaxSeed));
     runtime::SamplingOptions sampling;
     sampling.temperature = vm["temperature"].as<float>();
     sampling.top_k = config.generation.top_k;

@@ -9,6 +9,9 @@
 #include "common/error.hpp"
 #include "common/input_file.hpp"
 #include "common/json_pretty.hpp"
+#include "kernels/kv_rows.hpp"
+#include "models/family.hpp"
+#include "runtime/session.hpp"
 
 namespace ember::app {
 
@@ -33,7 +36,69 @@ bool parse_options(const std::string& command, const std::vector<std::string>& a
 std::optional<models::Family> parse_arch(const std::string& arch) {
     if (arch == "auto") return std::nullopt;
     if (auto family = models::family_from_name(arch)) return family;
-    throw UsageError(fmt::format("--arch '{}' is not one of auto, llama, qwen3, gemma4", arch));
+    throw UsageError(fmt::format("--arch '{}' is not one of auto, {}", arch, models::family_names(", ")));
+}
+
+std::string arch_help() { return fmt::format("expected architecture: auto|{}", models::family_names("|")); }
+
+po::options_description model_options() {
+    const config::ModelSection defaults;
+    po::options_description options("model options");
+    options.add_options()
+        ("model", po::value<std::string>(), "the GGUF model file")
+        ("route", po::value<std::string>()->default_value(defaults.route),
+         kHasFastRoute ? "kernels: fast|reference" : "kernels: reference (this build has no fast route)")
+        ("threads", po::value<long long>()->default_value(defaults.threads), "threads (0: every hardware thread)")
+        ("ctx", po::value<long long>()->default_value(defaults.ctx),
+         "context length in tokens, the KV cache's size (0: min(4096, the training context))")
+        ("kv-type", po::value<std::string>()->default_value(defaults.kv_type), "KV cache element type: f32|f16")
+        ("arch", po::value<std::string>()->default_value(defaults.arch), arch_help().c_str());
+    return options;
+}
+
+void apply_model_options(const po::variables_map& vm, config::ModelSection& model, bool only_given) {
+    const auto given = [&](const char* name) { return vm.count(name) && !(only_given && vm[name].defaulted()); };
+    if (given("model")) model.path = std::filesystem::absolute(vm["model"].as<std::string>()).lexically_normal();
+    if (given("route")) {
+        const std::string& name = vm["route"].as<std::string>();
+        const auto route = runtime::route_from_name(name);
+        if (!route) throw UsageError(fmt::format("--route '{}' is not one of reference, fast", name));
+        if (!runtime::has_route(*route)) {
+            throw UsageError(fmt::format("--route {}: this build of ember has no {} route (configured with "
+                                         "-DEMBER_FAST=OFF); use --route reference", name, name));
+        }
+        model.route = name;
+    }
+    if (given("threads")) {
+        const long long threads = vm["threads"].as<long long>();
+        if (threads < 0 || threads > config::kMaxThreads) {
+            throw UsageError(fmt::format("--threads {} must be in [0, {}] (0: every hardware thread)", threads, config::kMaxThreads));
+        }
+        model.threads = static_cast<std::uint32_t>(threads);
+    }
+    if (given("ctx")) {
+        const long long ctx = vm["ctx"].as<long long>();
+        if (ctx < 0 || ctx > INT32_MAX) throw UsageError("--ctx must be >= 0 (0: min(4096, the training context))");
+        model.ctx = static_cast<std::uint32_t>(ctx);
+    }
+    if (given("kv-type")) {
+        const std::string& name = vm["kv-type"].as<std::string>();
+        if (!kernels::kv_type_from_name(name)) throw UsageError(fmt::format("--kv-type '{}' is not one of f32, f16", name));
+        model.kv_type = name;
+    }
+    if (given("arch")) {
+        parse_arch(vm["arch"].as<std::string>());
+        model.arch = vm["arch"].as<std::string>();
+    }
+}
+
+po::options_description prompt_options() {
+    po::options_description options("prompt options");
+    options.add_options()
+        ("prompt", po::value<std::string>(), "the prompt text")
+        ("file", po::value<std::string>(), "a file whose bytes are the prompt")
+        ("no-bos", po::bool_switch(), "do not add the BOS token even if the model asks for it");
+    return options;
 }
 
 std::string read_prompt(const po::variables_map& vm) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/json_pretty.hpp"
+#include "config/run_config.hpp"
 #include "models/model_config.hpp"
 
 namespace ember::app {
@@ -27,12 +28,26 @@ bool parse_options(const std::string& command, const std::vector<std::string>& a
                    const po::options_description& options, const po::positional_options_description& positional,
                    po::variables_map& vm);
 
-// --arch auto|llama|qwen3|gemma4 -> nullopt for auto; UsageError for anything else.
+// --arch auto|llama|qwen3|gemma4 (the family registry's names) -> nullopt for auto;
+// UsageError for anything else.
 std::optional<models::Family> parse_arch(const std::string& arch);
+// --arch's help text: "expected architecture: auto|llama|qwen3|gemma4".
+std::string arch_help();
+
+// The options of every command that runs a model (generate, bench, extract, run): --model,
+// --route, --threads, --ctx, --kv-type and --arch, with one help text each and the run
+// config's [model] defaults (config::ModelSection), so each means the same everywhere.
+po::options_description model_options();
+// Checks the model options and writes them into a run config's [model] section: every one
+// (their defaults too), or with `only_given` only those on the command line (ember run,
+// over its config). UsageError names the option; --model is made absolute.
+void apply_model_options(const po::variables_map& vm, config::ModelSection& model, bool only_given);
 
 // The whole file's bytes; ember::Error "PATH: cannot open WHAT" when it cannot be read.
 std::string read_file(const std::filesystem::path& path, std::string_view what);
 
+// --prompt TEXT, --file PATH and --no-bos, for every command that reads a prompt.
+po::options_description prompt_options();
 // Reads --prompt TEXT or --file PATH (exactly one); UsageError otherwise.
 std::string read_prompt(const po::variables_map& vm);
 

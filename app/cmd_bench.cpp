@@ -1,6 +1,5 @@
-// ember bench --model MODEL [--prompt-tokens 128] [--gen-tokens 64] [--threads 2]
-//             [--route fast|reference] [--kv-type f32|f16] [--ctx 4096] [--repeat 5]
-//             [--warmup 1] [--json]
+// ember bench --model MODEL [--prompt-tokens 128] [--gen-tokens 64] [--repeat 5]
+//             [--warmup 1] [--json] [the model options: --route --threads --ctx --kv-type --arch]
 // Prefill and decode speed the way llama.cpp's peer (shared/tools/peer-llamacpp/peer.mjs)
 // measures them: a fixed mixed English/Arabic text, tokenized without BOS and repeated to
 // exactly --prompt-tokens tokens, evaluated in one prefill that ends with the first
@@ -22,6 +21,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
+#include "extract/extraction.hpp"
 #include "config/run_config.hpp"
 #include "gguf/gguf_file.hpp"
 #include "models/model.hpp"
@@ -90,14 +90,10 @@ json::object summary_json(const Summary& s) { return {{"median", s.median}, {"mi
 
 int run_bench(const std::vector<std::string>& args) {
     po::options_description options("bench options");
+    options.add(model_options());
     options.add_options()
-        ("model", po::value<std::string>(), "GGUF model to measure")
         ("prompt-tokens", po::value<long long>()->default_value(128), "prompt length in tokens")
         ("gen-tokens", po::value<long long>()->default_value(64), "generated tokens (the first ends the prefill)")
-        ("threads", po::value<long long>()->default_value(2), "threads")
-        ("route", po::value<std::string>()->default_value("fast"), "kernels: fast|reference")
-        ("kv-type", po::value<std::string>()->default_value("f32"), "KV cache element type: f32|f16")
-        ("ctx", po::value<long long>()->default_value(4096), "context length (sizes the KV cache)")
         ("repeat", po::value<long long>()->default_value(5), "timed repeats")
         ("warmup", po::value<long long>()->default_value(1), "untimed repeats first")
         ("json", po::bool_switch(), "print one JSON object");
@@ -110,26 +106,18 @@ int run_bench(const std::vector<std::string>& args) {
     const std::size_t gen_tokens = positive_option(vm, "gen-tokens", 1);
     const std::size_t repeat = positive_option(vm, "repeat", 1);
     const std::size_t warmup = positive_option(vm, "warmup", 0);
-    const auto route = runtime::route_from_name(vm["route"].as<std::string>());
-    if (!route) throw UsageError(fmt::format("--route '{}' is not one of fast, reference", vm["route"].as<std::string>()));
-    const auto kv_type = kernels::kv_type_from_name(vm["kv-type"].as<std::string>());
-    if (!kv_type) throw UsageError(fmt::format("--kv-type '{}' is not one of f32, f16", vm["kv-type"].as<std::string>()));
-
+    config::ModelSection chosen;
+    apply_model_options(vm, chosen, false);
+    const auto kv_type = *kernels::kv_type_from_name(chosen.kv_type);  // apply_model_options checked both
     runtime::SessionOptions session_options;
-    session_options.route = *route;
-    session_options.kv_type = *kv_type;
-    session_options.threads = positive_option(vm, "threads", 1);
-    if (session_options.threads > static_cast<std::size_t>(config::kMaxThreads))
-        throw UsageError(fmt::format("ember bench: --threads {} must be at most {}", session_options.threads, config::kMaxThreads));
-    session_options.context_length = positive_option(vm, "ctx", 1);
+    session_options.route = *runtime::route_from_name(chosen.route);
+    session_options.kv_type = kv_type;
+    session_options.threads = extract::effective_threads(chosen.threads);
+    session_options.context_length = chosen.ctx;
     session_options.max_batch = prompt_tokens;
-    if (prompt_tokens + gen_tokens > session_options.context_length) {
-        throw UsageError(fmt::format("ember bench: {} prompt and {} generated tokens do not fit --ctx {}", prompt_tokens, gen_tokens,
-                                     session_options.context_length));
-    }
 
     const gguf::File file = gguf::File::open(model_path);
-    const auto model = models::load_model(file);
+    const auto model = models::load_model(file, parse_arch(chosen.arch));
     const auto tok = tokenizer::Tokenizer::from_gguf(file);
     tokenizer::EncodeOptions encode;
     encode.add_bos = false;
@@ -139,6 +127,10 @@ int run_bench(const std::vector<std::string>& args) {
     for (std::size_t i = 0; i < prompt_tokens; ++i) prompt[i] = text_ids[i % text_ids.size()];
 
     runtime::Session session(*model, session_options);
+    if (prompt_tokens + gen_tokens > session.context_length()) {
+        throw UsageError(fmt::format("ember bench: {} prompt and {} generated tokens do not fit --ctx {}", prompt_tokens, gen_tokens,
+                                     session.context_length()));
+    }
     for (std::size_t i = 0; i < warmup; ++i) run_once(session, prompt, gen_tokens);
     std::vector<double> prefill, decode;
     for (std::size_t i = 0; i < repeat; ++i) {
@@ -152,7 +144,7 @@ int run_bench(const std::vector<std::string>& args) {
 
     if (!vm["json"].as<bool>()) {
         fmt::print("{}: {} route ({}), {} threads, KV {} ctx {}\n", model_path, session.backend().route(),
-                   session.backend().variant(), session.threads(), kernels::kv_type_name(*kv_type), session.context_length());
+                   session.backend().variant(), session.threads(), kernels::kv_type_name(kv_type), session.context_length());
         fmt::print("prefill {:.1f} tok/s (min {:.1f}, max {:.1f}), {} tokens\n", p.median, p.min, p.max, prompt_tokens);
         fmt::print("decode  {:.1f} tok/s (min {:.1f}, max {:.1f}), {} tokens\n", d.median, d.min, d.max, gen_tokens - 1);
         fmt::print("peak RSS {:.0f} MiB (model file {:.0f} MiB, KV cache {:.0f} MiB); {} repeats\n", rss / 1048576.0,
@@ -163,7 +155,7 @@ int run_bench(const std::vector<std::string>& args) {
     o["model"] = model_path;
     o["route"] = session.backend().route();
     o["cpu_variant"] = session.backend().variant();
-    o["kv_type"] = kernels::kv_type_name(*kv_type);
+    o["kv_type"] = kernels::kv_type_name(kv_type);
     o["threads"] = session.threads();
     o["ctx"] = session.context_length();
     o["prompt_tokens"] = prompt_tokens;

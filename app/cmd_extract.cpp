@@ -1,7 +1,7 @@
 // ember extract --model MODEL (--prompt TEXT | --file PATH) --out DIR [--stages S,...]
 //               [--layers all|N,M] [--positions all|last|N,M | --select SPEC] [--logits none|last|all]
-//               [--logit-lens K] [--route fast|reference] [--arch A] [--threads N]
-//               [--ctx N] [--no-bos] [--trace FILE] [--json]
+//               [--logit-lens K] [--no-bos] [--trace FILE] [--json]
+//               [the model options: --route --threads --ctx --kv-type --arch]
 // ember extract --model MODEL --dataset FILE --out DIR [--select SPEC] [--on-empty error|skip]
 //               [--batch-tokens N] [--experiment P.so]... [the options above but --prompt/--file]
 // ember extract CONFIG.toml [--json]
@@ -37,19 +37,7 @@ config::RunConfig config_from_options(const po::variables_map& vm) {
     if (!vm.count("out")) throw UsageError("ember extract: give --out DIR");
     if (vm.count("prompt") + vm.count("file") + vm.count("dataset") != 1)
         throw UsageError("ember extract: give exactly one of --prompt TEXT, --file PATH or --dataset FILE");
-    c.model.path = absolute(vm["model"].as<std::string>());
-    c.model.arch = vm["arch"].as<std::string>();
-    parse_arch(c.model.arch);
-    c.model.route = vm["route"].as<std::string>();
-    if (!runtime::route_from_name(c.model.route))
-        throw UsageError(fmt::format("--route '{}' is not one of reference, fast", c.model.route));
-    const long long threads = vm["threads"].as<long long>();
-    const long long ctx = vm["ctx"].as<long long>();
-    if (threads < 0 || threads > config::kMaxThreads)
-        throw UsageError(fmt::format("--threads must be in [0, {}] (0: every hardware thread)", config::kMaxThreads));
-    if (ctx < 0 || ctx > INT32_MAX) throw UsageError("--ctx must be >= 0 (0: min(4096, the training context))");
-    c.model.threads = static_cast<std::uint32_t>(threads);
-    c.model.ctx = static_cast<std::uint32_t>(ctx);
+    apply_model_options(vm, c.model, false);
     if (vm.count("prompt")) c.prompt.text = vm["prompt"].as<std::string>();
     else if (vm.count("file")) c.prompt.file = absolute(vm["file"].as<std::string>());
     else c.dataset.path = absolute(vm["dataset"].as<std::string>());
@@ -147,10 +135,8 @@ int run_dataset(const extract::LoadedModel& model, const config::RunConfig& conf
 
 int run_extract(const std::vector<std::string>& args) {
     po::options_description options("extract options");
+    options.add(model_options()).add(prompt_options());
     options.add_options()
-        ("model", po::value<std::string>(), "GGUF model to run")
-        ("prompt", po::value<std::string>(), "the prompt text")
-        ("file", po::value<std::string>(), "a file whose bytes are the prompt")
         ("dataset", po::value<std::string>(), "a dataset: JSONL (text, id, select, target) or .txt (one prompt a line)")
         ("out", po::value<std::string>(), "the run directory to write")
         ("stages", po::value<std::string>()->default_value("after_layer"),
@@ -164,11 +150,6 @@ int run_extract(const std::vector<std::string>& args) {
         ("batch-tokens", po::value<long long>()->default_value(0), "dataset: tokens per evaluation (0: the default)")
         ("on-empty", po::value<std::string>()->default_value("error"), "dataset: a sample selecting nothing: error|skip")
         ("experiment", po::value<std::vector<std::string>>(), "dataset: an experiment plugin (.so), per sample; repeatable")
-        ("route", po::value<std::string>()->default_value("fast"), "kernels: fast|reference")
-        ("arch", po::value<std::string>()->default_value("auto"), "expected architecture: auto|llama|qwen3|gemma4")
-        ("threads", po::value<long long>()->default_value(0), "threads (0: every hardware thread)")
-        ("ctx", po::value<long long>()->default_value(0), "context length (0: min(4096, training context))")
-        ("no-bos", po::bool_switch(), "do not add the BOS token even if the model asks for it")
         ("trace", po::value<std::string>(), "also write the operation journal to FILE")
         ("json", po::bool_switch(), "print a JSON summary")
         ("overwrite", po::bool_switch(), "replace an earlier run in the output directory (as [output] overwrite = true)")

@@ -2,24 +2,26 @@
 //                [--route fast|reference] [--kv-type f32|f16] [--ctx N] [--temperature T] [--top-k K]
 //                [--top-p P] [--seed S] [--threads N] [--arch A] [--no-bos] [--json]
 //                [--trace FILE]
-// Continues a prompt: one prefill evaluation, then one decode evaluation per token.
+// Continues a prompt: one prefill evaluation, then one decode evaluation per token. The
+// model options are every model-running command's (cli.hpp, model_options); the request
+// runs through app/run_job as `ember run` runs a config, without a run directory.
 // --trace writes the operation journal (docs/formats.md, "Trace journal").
 // Plain output streams the generated text to stdout as it is produced (statistics go to
 // stderr); --json prints one object at the end. Both are described in docs/generate.md.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
 #include "config/run_config.hpp"
 #include "generation_output.hpp"
-#include "gguf/gguf_file.hpp"
-#include "models/model.hpp"
+#include "models/family.hpp"
+#include "run_job.hpp"
 #include "runtime/generate.hpp"
 #include "runtime/session.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -52,23 +54,14 @@ double shortest(float v) { return std::stod(fmt::format("{}", v)); }
 }  // namespace
 
 int run_generate(const std::vector<std::string>& args) {
-    const long long default_threads = std::max(1u, std::thread::hardware_concurrency());
     po::options_description options("generate options");
+    options.add(model_options()).add(prompt_options());
     options.add_options()
-        ("model", po::value<std::string>(), "GGUF model to run")
-        ("prompt", po::value<std::string>(), "the prompt text")
-        ("file", po::value<std::string>(), "a file whose bytes are the prompt")
         ("max-tokens", po::value<long long>()->default_value(32), "tokens to generate at most")
-        ("route", po::value<std::string>()->default_value("fast"), "kernels: fast|reference")
-        ("kv-type", po::value<std::string>()->default_value("f32"), "KV cache element type: f32|f16")
-        ("ctx", po::value<long long>()->default_value(0), "context length in tokens (0: min(4096, training context))")
         ("temperature", po::value<float>()->default_value(0.0f), "0: greedy; > 0: seeded sampling")
         ("top-k", po::value<long long>()->default_value(40), "sample among the K best tokens (0: all)")
         ("top-p", po::value<float>()->default_value(0.95f), "sample within the smallest set holding this probability mass")
         ("seed", po::value<long long>()->default_value(42), "random seed for sampling")
-        ("threads", po::value<long long>()->default_value(default_threads), "threads (default: the hardware threads)")
-        ("arch", po::value<std::string>()->default_value("auto"), "expected architecture: auto|llama|qwen3|gemma4")
-        ("no-bos", po::bool_switch(), "do not add the BOS token even if the model asks for it")
         ("json", po::bool_switch(), "print one JSON object at the end (docs/generate.md)")
         ("trace", po::value<std::string>(), "write the operation journal (JSON lines) to FILE");
     po::positional_options_description positional;
@@ -77,53 +70,49 @@ int run_generate(const std::vector<std::string>& args) {
     if (!vm.count("model")) throw UsageError("ember generate: give --model MODEL.gguf");
     const std::string prompt = read_prompt(vm);
     const std::string model_path = vm["model"].as<std::string>();
-    const auto arch = parse_arch(vm["arch"].as<std::string>());
-    const auto route = runtime::route_from_name(vm["route"].as<std::string>());
-    if (!route) throw UsageError(fmt::format("--route '{}' is not one of reference, fast", vm["route"].as<std::string>()));
-    const auto kv_type = kernels::kv_type_from_name(vm["kv-type"].as<std::string>());
-    if (!kv_type) throw UsageError(fmt::format("--kv-type '{}' is not one of f32, f16", vm["kv-type"].as<std::string>()));
     const bool as_json = vm["json"].as<bool>();
 
-    runtime::GenerationOptions generation;
-    generation.max_tokens = count_option(vm, "max-tokens", 0);
-    generation.sampling.temperature = vm["temperature"].as<float>();
-    generation.sampling.top_k = static_cast<std::uint32_t>(std::min<std::size_t>(count_option(vm, "top-k", 0), UINT32_MAX));
-    generation.sampling.top_p = vm["top-p"].as<float>();
-    generation.sampling.seed = static_cast<std::uint64_t>(ranged_option(vm, "seed", 0, config::kMaxSeed));
-    runtime::validate(generation.sampling);
-    runtime::SessionOptions session_options;
-    session_options.route = *route;
-    session_options.kv_type = *kv_type;
-    session_options.context_length = count_option(vm, "ctx", 0);
-    session_options.threads = static_cast<std::size_t>(ranged_option(vm, "threads", 1, config::kMaxThreads));
+    // The request as the run config that means the same; it runs as `ember run` runs one,
+    // without a run directory.
+    config::RunConfig config;
+    apply_model_options(vm, config.model, false);
+    config.prompt.text = prompt;
+    if (vm["no-bos"].as<bool>()) config.prompt.add_bos = config::AddBos::No;
+    config.generation.max_tokens = static_cast<std::uint32_t>(std::min<std::size_t>(count_option(vm, "max-tokens", 0), UINT32_MAX));
+    config.generation.temperature = vm["temperature"].as<float>();
+    config.generation.top_k = static_cast<std::uint32_t>(std::min<std::size_t>(count_option(vm, "top-k", 0), UINT32_MAX));
+    config.generation.top_p = vm["top-p"].as<float>();
+    config.generation.seed = static_cast<std::uint64_t>(ranged_option(vm, "seed", 0, config::kMaxSeed));
+    runtime::SamplingOptions sampling;
+    sampling.temperature = vm["temperature"].as<float>();
+    sampling.top_k = config.generation.top_k;
+    sampling.top_p = vm["top-p"].as<float>();
+    sampling.seed = config.generation.seed;
+    runtime::validate(sampling);
+    if (vm.count("trace")) {
+        config.tracing.enabled = true;
+        config.tracing.path = vm["trace"].as<std::string>();
+    }
 
     const auto start = Clock::now();
-    const gguf::File file = gguf::File::open(model_path);
-    const auto model = models::load_model(file, arch);
-    const auto tok = tokenizer::Tokenizer::from_gguf(file);
+    const LoadedModel model(config.model.path, family_from_config(config));
     const double load_ms = ms_since(start);
-
-    tokenizer::EncodeOptions encode;
-    if (vm["no-bos"].as<bool>()) encode.add_bos = false;
-    const std::vector<std::int32_t> prompt_tokens = tok.encode_ids(prompt, encode);
-    session_options.max_batch = prompt_tokens.size();
-    std::optional<trace::Journal> journal;
-    if (vm.count("trace")) session_options.observer = &journal.emplace(vm["trace"].as<std::string>());
-    runtime::Session session(*model, session_options);
+    const tokenizer::Tokenizer& tok = model.tokenizer;
 
     TextPrinter print_token(tok);
-    const auto is_end = [&](std::int32_t token) { return tok.is_end_of_generation(token); };
-    const runtime::GenerationResult result =
-        as_json ? runtime::generate(session, prompt_tokens, generation, is_end)
-                : runtime::generate(session, prompt_tokens, generation, is_end, std::ref(print_token));
+    RunOptions run_options;
+    run_options.record = false;
+    if (!as_json) run_options.on_token = std::ref(print_token);
+    const RunOutcome outcome = execute_run(config, model, run_options);
+    const runtime::GenerationResult& result = outcome.result;
+    const std::vector<std::int32_t>& prompt_tokens = outcome.prompt_tokens;
     const double total_ms = ms_since(start);
-    std::optional<trace::JournalSummary> traced;
-    if (journal) traced = journal->finish();
+    const std::optional<trace::JournalSummary>& traced = outcome.trace;
 
     if (!as_json) {
         print_token.finish();
-        const std::string route_and_kernels = fmt::format("{} ({})", session.backend().route(), session.backend().variant());
-        print_summary(prompt_tokens.size(), result, route_and_kernels, session.threads());
+        const std::string route_and_kernels = fmt::format("{} ({})", outcome.route, outcome.variant);
+        print_summary(prompt_tokens.size(), result, route_and_kernels, outcome.threads);
         if (traced) {
             fmt::print(stderr, "ember: trace {} ({} operations, fingerprint {})\n", traced->path.string(),
                        traced->operations, traced->fingerprint);
@@ -133,20 +122,20 @@ int run_generate(const std::vector<std::string>& args) {
 
     json::object o;
     o["model"] = model_path;
-    o["model_name"] = model->config().name;
-    o["family"] = models::family_name(model->config().family);
-    o["route"] = session.backend().route();
-    o["cpu_variant"] = session.backend().variant();
-    o["kv_type"] = kernels::kv_type_name(session.kv_cache().type());
-    o["threads"] = session.threads();
-    o["ctx"] = session.context_length();
+    const models::ModelConfig& model_config = model.model->config();
+    o["model_name"] = model_config.name;
+    o["family"] = models::family_name(model_config.family);
+    o["route"] = outcome.route;
+    o["cpu_variant"] = outcome.variant;
+    o["kv_type"] = config.model.kv_type;
+    o["threads"] = outcome.threads;
+    o["ctx"] = config.model.ctx != 0 ? config.model.ctx : runtime::default_context_length(model_config);
     o["prompt"] = valid_utf8(prompt);
     o["prompt_tokens"] = json::value_from(prompt_tokens);
     o["tokens"] = json::value_from(result.tokens);
     add_text(o, tok, result.tokens);
     o["steps"] = steps_json(tok, result.steps);
     o["stop_reason"] = runtime::stop_reason_name(result.stop_reason);
-    const auto& sampling = generation.sampling;
     o["sampling"] = {{"mode", sampling.temperature == 0.0f ? "greedy" : "seeded"},
                      {"temperature", shortest(sampling.temperature)},
                      {"top_k", sampling.top_k},

@@ -135,7 +135,7 @@ int run_inspect(const std::vector<std::string>& args) {
     po::options_description options("inspect options");
     options.add_options()
         ("model", po::value<std::string>(), "GGUF file to describe (also the one positional argument)")
-        ("arch", po::value<std::string>()->default_value("auto"), "expected architecture: auto|llama|qwen3|gemma4")
+        ("arch", po::value<std::string>()->default_value("auto"), arch_help().c_str())
         ("json", po::bool_switch(), "machine-readable output (schema in docs/formats.md)")
         ("tensors", po::bool_switch(), "include the tensor table")
         ("sha256", po::bool_switch(), "hash the file");

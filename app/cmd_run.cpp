@@ -1,4 +1,6 @@
-// ember run [--experiment PLUGIN.so]... [--model PATH] [--trace FILE] CONFIG.toml
+// ember run [--experiment PLUGIN.so]... [--trace FILE] [--model PATH] [--route R] [--threads N]
+//           [--ctx N] [--kv-type T] [--arch A] CONFIG.toml
+// (the model options, each given one overriding the config's [model] key)
 // Runs a run config (docs/run-config.md): the experiments composed in order (the
 // defaults file's, the config's [[experiment]] entries, each --experiment), the
 // generated text streamed to stdout, a summary on stderr, and run.json in the config's
@@ -24,10 +26,11 @@ namespace ember::app {
 
 int run_run(const std::vector<std::string>& args) {
     po::options_description options("run options");
+    // The model options, each given one overriding the config's [model] key.
+    options.add(model_options());
     options.add_options()
         ("experiment", po::value<std::vector<std::string>>()->composing(),
          "load this experiment plugin after the config's (repeatable; runs in the order given)")
-        ("model", po::value<std::string>(), "run this GGUF model instead of the config's [model] path")
         ("trace", po::value<std::string>(), "write the operation journal to FILE (as [tracing] enabled = true, path = FILE)")
         ("overwrite", po::bool_switch(), "replace an earlier run in the output directory (as [output] overwrite = true)")
         ("config", po::value<std::string>(), "the run config (TOML)");
@@ -47,9 +50,7 @@ int run_run(const std::vector<std::string>& args) {
             load.command_line_experiments.emplace_back(plugin);
     }
     config::RunConfig config = config::load_run_config(vm["config"].as<std::string>(), load);
-    if (vm.count("model")) {
-        config.model.path = std::filesystem::absolute(vm["model"].as<std::string>()).lexically_normal();
-    }
+    apply_model_options(vm, config.model, true);
     if (vm["overwrite"].as<bool>()) config.output.overwrite = true;
     if (vm.count("trace")) {
         config.tracing.enabled = true;

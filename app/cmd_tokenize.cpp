@@ -99,11 +99,9 @@ void print_json_tokens(const tokenizer::Tokenizer& tok, const std::string& model
 
 int run_tokenize(const std::vector<std::string>& args) {
     po::options_description options("tokenize options");
+    options.add(prompt_options());
     options.add_options()
         ("model", po::value<std::string>(), "GGUF file whose tokenizer to use")
-        ("prompt", po::value<std::string>(), "text to tokenize")
-        ("file", po::value<std::string>(), "file whose bytes to tokenize")
-        ("no-bos", po::bool_switch(), "do not add the BOS token even if the model asks for it")
         ("special", po::bool_switch(), "parse special-token texts (<|im_start|>, <s>...) in the input")
         ("json", po::bool_switch(), "JSON output: a tokens array of {id, piece, start, end} (docs/tokenizer.md)")
         ("ids", po::bool_switch(), "print only the ids, space-separated, on one line")

@@ -151,16 +151,21 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     if (config.output.extract) extractor.emplace(extract::resolve(config.output, model_config, encoded.text, encoded.tokens));
     const std::vector<extract::InputFile> inputs = extract::collect_inputs(config, model.sha256);
 
-    // Creates and locks the output directory (an earlier run in it: refused, or replaced).
-    extract::RunDirectoryWriter directory(
-        config.output.dir,
-        {config.output.overwrite || options.overwrite, fmt::format("run {}", outcome.run_id),
-         options.skip_if_current ? [&](const fs::path&) { return extract::current_result(config, config_hash); }
-                                 : std::function<std::optional<std::string>(const fs::path&)>()});
-    outcome.report = config.output.dir / "run.json";
-    const fs::path report_path = directory.dir() / "run.json";
+    // Creates and locks the output directory (an earlier run in it: refused, or replaced);
+    // none for a run that records nothing (ember generate).
+    std::optional<extract::RunDirectoryWriter> directory;
+    if (options.record) {
+        directory.emplace(
+            config.output.dir,
+            extract::RunDirectoryOptions{
+                config.output.overwrite || options.overwrite, fmt::format("run {}", outcome.run_id),
+                options.skip_if_current ? [&](const fs::path&) { return extract::current_result(config, config_hash); }
+                                        : std::function<std::optional<std::string>(const fs::path&)>()});
+        outcome.report = config.output.dir / "run.json";
+    }
+    const fs::path report_path = directory ? directory->dir() / "run.json" : fs::path();
 
-    experiments::RunInfo info{outcome.run_id, directory.dir().string(), model.path.string(), model.sha256,
+    experiments::RunInfo info{outcome.run_id, directory ? directory->dir().string() : std::string(), model.path.string(), model.sha256,
                               config.model.route, config_hash, {}};
     for (std::int32_t id : outcome.prompt_tokens) info.prompt_token_ids.push_back(static_cast<std::uint32_t>(id));
 
@@ -193,11 +198,12 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     ReportParts parts{config, config_hash, model, outcome, prompt, generated};
     parts.trace = &outcome.trace;
     parts.inputs = &inputs_record;
-    parts.replaced_run_id = directory.replaced_run_id();
+    if (directory) parts.replaced_run_id = directory->replaced_run_id();
     parts.ctx = config.model.ctx != 0 ? config.model.ctx : runtime::default_context_length(model_config);
     parts.hooks_active = !config.experiments.empty();
     const experiments::RunnerSnapshot no_experiments{config.hooks.failure, config.hooks.timeout_ms, {}, {}};
     const auto write_report = [&](const experiments::RunnerSnapshot& snapshot) {
+        if (!options.record) return;
         parts.total_ms = ms_since(start);
         write_file_atomically(report_path, pretty_json(report_json(parts, snapshot)) + "\n");
     };
@@ -206,6 +212,7 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     // earlier "ok" one is removed and stderr says so.
     const auto write_failure_report = [&](const std::string& error, const experiments::RunnerSnapshot& snapshot) {
         journal.reset();  // its temporary goes, before the directory may be swapped into place
+        if (!directory) return;
         parts.error = &error;
         try {
             write_report(snapshot);
@@ -213,7 +220,7 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
             // A full disk: what the failed run wrote has no manifest and is worth nothing
             // next to the record of the failure, so it makes room for it.
             std::error_code ec;
-            for (const auto& entry : fs::directory_iterator(directory.dir(), ec))
+            for (const auto& entry : fs::directory_iterator(directory->dir(), ec))
                 if (entry.path().filename() != kLockRecordName) fs::remove_all(entry.path(), ec);
             try {
                 write_report(snapshot);
@@ -224,7 +231,7 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
             }
         }
         try {
-            directory.publish();
+            directory->publish();
         } catch (const std::exception& e) {
             fmt::print(stderr, "ember: {}\n", e.what());
         }
@@ -242,7 +249,8 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     try {
         stage = "setup";
         if (config.tracing.enabled && options.observer == nullptr)
-            session_options.observer = &journal.emplace(directory.place(config.tracing.path));
+            session_options.observer =
+                &journal.emplace(directory ? directory->place(config.tracing.path) : config.tracing.path);
         if (!config.experiments.empty()) {
             runner = std::make_unique<experiments::ExperimentRunner>(
                 experiments::specs_from_config(config), info,
@@ -276,6 +284,8 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
         const experiments::RunnerSnapshot snapshot = runner ? runner->snapshot() : no_experiments;
         outcome.experiment_failures = snapshot.failures;
 
+        if (!directory) return outcome;  // nothing recorded (ember generate)
+
         // The extraction's arrays, then run.json, then the manifest listing every file.
         stage = "extraction";
         extract::RunRecord record;
@@ -288,7 +298,7 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
         record.trace = outcome.trace;
         record.inputs = inputs_record;
         record.threads = outcome.threads;
-        extract::write_extraction(directory, extractor ? &*extractor : nullptr, model, encoded, record,
+        extract::write_extraction(*directory, extractor ? &*extractor : nullptr, model, encoded, record,
                                   session_options.route, outcome.threads, [&] {
                                       stage = "run.json";
                                       write_report(snapshot);
@@ -305,7 +315,8 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
         throw;
     }
 
-    for (const auto& f : directory.files()) outcome.arrays += f.name.ends_with(".npy");
+    if (directory)
+        for (const auto& f : directory->files()) outcome.arrays += f.name.ends_with(".npy");
     outcome.manifest = config.output.dir / extract::kManifestName;
     return outcome;
 }

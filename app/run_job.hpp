@@ -67,6 +67,8 @@ struct RunOptions {
     // same config hash, same input digests; extract::current_result), throw
     // extract::RunNotNeeded instead of running (a sweep; another sweep made it meanwhile).
     bool skip_if_current = false;
+    // false: no output directory, run.json or manifest (ember generate, which prints only).
+    bool record = true;
     std::string run_id;  // empty: a new one (make_run_id)
     // Set in a supervised worker (supervised_run.hpp): the run happens in this process and
     // the runner publishes each stage it enters here.

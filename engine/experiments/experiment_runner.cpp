@@ -14,14 +14,14 @@ using Clock = std::chrono::steady_clock;
 
 std::size_t index_of(StageId stage) { return static_cast<std::size_t>(stage); }
 
-std::uint32_t family_code(models::Family family) {
-    switch (family) {
-        case models::Family::Llama: return EMBER_FAMILY_LLAMA;
-        case models::Family::Qwen3: return EMBER_FAMILY_QWEN3;
-        case models::Family::Gemma4: return EMBER_FAMILY_GEMMA4;
-    }
-    return EMBER_FAMILY_LLAMA;
-}
+// plugin.h's family codes are the registry's Family values (models/family.hpp).
+static_assert(static_cast<std::uint32_t>(models::Family::Llama) == EMBER_FAMILY_LLAMA &&
+                  static_cast<std::uint32_t>(models::Family::Qwen3) == EMBER_FAMILY_QWEN3 &&
+                  static_cast<std::uint32_t>(models::Family::Gemma4) == EMBER_FAMILY_GEMMA4,
+              "plugin.h's EMBER_FAMILY_* codes are models::Family's values");
+static_assert(models::kFamilyCount == 3, "a new family needs its EMBER_FAMILY_* code in plugin.h (and the check above)");
+
+std::uint32_t family_code(models::Family family) { return static_cast<std::uint32_t>(family); }
 
 std::uint32_t stop_code(StopReason reason) {
     switch (reason) {

@@ -11,29 +11,6 @@
 #include "common/error.hpp"
 
 namespace ember::gguf {
-namespace {
-
-constexpr std::uint32_t kMagic = 0x46554747;  // "GGUF" read as little-endian u32
-constexpr std::uint32_t kLastValueType = 12;
-
-// Size of one scalar element of a metadata type; 0 for STRING and ARRAY.
-std::uint64_t scalar_size(ValueType type) {
-    switch (type) {
-        case ValueType::UINT8: case ValueType::INT8: case ValueType::BOOL: return 1;
-        case ValueType::UINT16: case ValueType::INT16: return 2;
-        case ValueType::UINT32: case ValueType::INT32: case ValueType::FLOAT32: return 4;
-        case ValueType::UINT64: case ValueType::INT64: case ValueType::FLOAT64: return 8;
-        case ValueType::STRING: case ValueType::ARRAY: return 0;
-    }
-    return 0;
-}
-
-// Smallest number of bytes one element of this type occupies in the file.
-std::uint64_t min_encoded_size(ValueType type) {
-    if (type == ValueType::STRING) return 8;          // u64 length
-    if (type == ValueType::ARRAY) return 4 + 8;       // element type + count
-    return scalar_size(type);
-}
 
 // Reads little-endian values from the untrusted bytes, failing with the offset.
 class Cursor {
@@ -92,6 +69,30 @@ private:
     std::uint64_t pos_ = 0;
 };
 
+namespace {
+
+constexpr std::uint32_t kMagic = 0x46554747;  // "GGUF" read as little-endian u32
+constexpr std::uint32_t kLastValueType = 12;
+
+// Size of one scalar element of a metadata type; 0 for STRING and ARRAY.
+std::uint64_t scalar_size(ValueType type) {
+    switch (type) {
+        case ValueType::UINT8: case ValueType::INT8: case ValueType::BOOL: return 1;
+        case ValueType::UINT16: case ValueType::INT16: return 2;
+        case ValueType::UINT32: case ValueType::INT32: case ValueType::FLOAT32: return 4;
+        case ValueType::UINT64: case ValueType::INT64: case ValueType::FLOAT64: return 8;
+        case ValueType::STRING: case ValueType::ARRAY: return 0;
+    }
+    return 0;
+}
+
+// Smallest number of bytes one element of this type occupies in the file.
+std::uint64_t min_encoded_size(ValueType type) {
+    if (type == ValueType::STRING) return 8;          // u64 length
+    if (type == ValueType::ARRAY) return 4 + 8;       // element type + count
+    return scalar_size(type);
+}
+
 ValueType read_value_type(Cursor& in, std::string_view what) {
     const std::uint64_t at = in.pos();
     const auto id = in.read<std::uint32_t>(what);
@@ -125,6 +126,101 @@ void skip_array_elements(Cursor& in, ValueType element_type, std::uint64_t count
     } else {
         in.skip(count * min_size, "array elements");
     }
+}
+
+// One metadata value after its key: the type id, then the scalar, string or array.
+Value read_value(Cursor& in, std::string_view key) {
+    Value v;
+    v.type = read_value_type(in, fmt::format("value of '{}'", key));
+    v.offset = in.pos();
+    switch (v.type) {
+        case ValueType::UINT8: v.uinteger = in.read<std::uint8_t>("UINT8"); v.integer = static_cast<std::int64_t>(v.uinteger); break;
+        case ValueType::INT8: v.integer = in.read<std::int8_t>("INT8"); break;
+        case ValueType::UINT16: v.uinteger = in.read<std::uint16_t>("UINT16"); v.integer = static_cast<std::int64_t>(v.uinteger); break;
+        case ValueType::INT16: v.integer = in.read<std::int16_t>("INT16"); break;
+        case ValueType::UINT32: v.uinteger = in.read<std::uint32_t>("UINT32"); v.integer = static_cast<std::int64_t>(v.uinteger); break;
+        case ValueType::INT32: v.integer = in.read<std::int32_t>("INT32"); break;
+        case ValueType::UINT64: v.uinteger = in.read<std::uint64_t>("UINT64"); v.integer = static_cast<std::int64_t>(v.uinteger); break;
+        case ValueType::INT64: v.integer = in.read<std::int64_t>("INT64"); break;
+        case ValueType::FLOAT32: v.real = in.read<float>("FLOAT32"); break;
+        case ValueType::FLOAT64: v.real = in.read<double>("FLOAT64"); break;
+        case ValueType::BOOL: {
+            const auto b = in.read<std::uint8_t>("BOOL");
+            if (b > 1) in.fail(v.offset, fmt::format("'{}' is a BOOL holding {}, not 0 or 1", key, b));
+            v.boolean = b == 1;
+            break;
+        }
+        case ValueType::STRING:
+            v.string = in.read_string([key] { return fmt::format("string value of '{}'", key); }, in.remaining());
+            break;
+        case ValueType::ARRAY: {
+            v.element_type = read_value_type(in, fmt::format("element type of array '{}'", key));
+            v.count = in.read<std::uint64_t>("array count");
+            v.elements_offset = in.pos();
+            skip_array_elements(in, v.element_type, v.count, 0, key);
+            break;
+        }
+    }
+    return v;
+}
+
+// Tensor info `index`: name, dimensions, type (and so byte size) and data offset.
+// `is_taken(name)` says whether an earlier tensor has the name.
+template <class IsTaken>
+TensorInfo read_tensor_info(Cursor& in, std::uint64_t index, std::uint64_t alignment, IsTaken&& is_taken) {
+    TensorInfo t;
+    t.info_offset = in.pos();
+    t.name = in.read_string("tensor name", std::numeric_limits<std::uint64_t>::max());
+    if (t.name.size() > Limits::max_tensor_name_bytes) {
+        in.fail(t.info_offset, fmt::format("tensor {} has a name of {} bytes (the limit is {})", index,
+                                           t.name.size(), Limits::max_tensor_name_bytes));
+    }
+    if (t.name.empty()) in.fail(t.info_offset, fmt::format("tensor {} has an empty name", index));
+    if (is_taken(t.name)) in.fail(t.info_offset, fmt::format("duplicate tensor name '{}'", t.name));
+
+    const std::uint64_t dims_at = in.pos();
+    t.n_dims = in.read<std::uint32_t>("tensor dimension count");
+    if (t.n_dims == 0 || t.n_dims > Limits::max_dims) {
+        in.fail(dims_at, fmt::format("tensor '{}' has {} dimensions (1 to {} allowed)", t.name, t.n_dims, Limits::max_dims));
+    }
+    std::uint64_t n_elements = 1;
+    for (std::uint32_t d = 0; d < t.n_dims; ++d) {
+        const std::uint64_t ne_at = in.pos();
+        const auto ne = in.read<std::int64_t>("tensor dimension");
+        if (ne <= 0) in.fail(ne_at, fmt::format("tensor '{}' has dimension {} = {}", t.name, d, ne));
+        t.ne[d] = static_cast<std::uint64_t>(ne);
+        auto product = checked_mul(n_elements, t.ne[d]);
+        if (!product || *product > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+            in.fail(ne_at, fmt::format("tensor '{}': the product of its dimensions overflows", t.name));
+        }
+        n_elements = *product;
+    }
+    t.n_elements = n_elements;
+
+    const std::uint64_t type_at = in.pos();
+    const auto type_id = in.read<std::uint32_t>("tensor type");
+    const auto traits = type_traits(type_id);
+    if (!traits) {
+        in.fail(type_at, fmt::format("tensor '{}' has ggml type id {}: {}", t.name, type_id, invalid_type_reason(type_id)));
+    }
+    t.type = static_cast<GgmlType>(type_id);
+    if (t.ne[0] % traits->block_size != 0) {
+        in.fail(dims_at, fmt::format("tensor '{}' of type {}: row length {} is not a multiple of the block size {}",
+                                     t.name, traits->name, t.ne[0], traits->block_size));
+    }
+    // nbytes = (ne0 / block) * type_size * ne1 * ne2 * ne3, every step checked.
+    std::optional<std::uint64_t> nbytes = checked_mul(t.ne[0] / traits->block_size, traits->type_size);
+    for (std::uint32_t d = 1; d < 4 && nbytes; ++d) nbytes = checked_mul(*nbytes, t.ne[d]);
+    if (!nbytes) in.fail(dims_at, fmt::format("tensor '{}': its byte size overflows", t.name));
+    t.nbytes = *nbytes;
+
+    const std::uint64_t offset_at = in.pos();
+    t.offset = in.read<std::uint64_t>("tensor data offset");
+    if (t.offset % alignment != 0) {
+        in.fail(offset_at, fmt::format("tensor '{}' data offset {} is not a multiple of the alignment {}",
+                                       t.name, t.offset, alignment));
+    }
+    return t;
 }
 
 std::string shape_string(const TensorInfo& t) {
@@ -186,10 +282,18 @@ File File::from_bytes(std::vector<std::byte> bytes, std::string source) {
     return f;
 }
 
+// The file in the order it is laid out: header, metadata, tensor infos, data section.
 void File::parse() {
     Cursor in(bytes_, source_);
+    const Counts counts = read_header(in);
+    read_metadata(in, counts.metadata);
+    read_alignment(in);
+    read_tensor_infos(in, counts.tensors);
+    place_tensor_data(in);
+}
 
-    // ---- header ----
+// Magic, version and the two counts, each refused before anything is sized from it.
+File::Counts File::read_header(Cursor& in) {
     const auto magic = in.read<std::uint32_t>("magic");
     if (magic != kMagic) {
         in.fail(0, "not a GGUF file (the magic bytes are not \"GGUF\")");
@@ -216,10 +320,12 @@ void File::parse() {
         static_cast<std::uint64_t>(n_kv) > in.remaining() / 13) {
         in.fail(kv_at, fmt::format("metadata count {} is impossible for a file of {} bytes", n_kv, bytes_.size()));
     }
+    return {static_cast<std::uint64_t>(n_tensors), static_cast<std::uint64_t>(n_kv)};
+}
 
-    // ---- metadata ----
-    metadata_.reserve(static_cast<std::size_t>(n_kv));
-    for (std::int64_t i = 0; i < n_kv; ++i) {
+void File::read_metadata(Cursor& in, std::uint64_t count) {
+    metadata_.reserve(static_cast<std::size_t>(count));
+    for (std::uint64_t i = 0; i < count; ++i) {
         MetadataEntry entry;
         entry.offset = in.pos();
         entry.key = in.read_string("metadata key", Limits::max_key_bytes);
@@ -227,118 +333,45 @@ void File::parse() {
         if (metadata_index_.count(entry.key)) {
             in.fail(entry.offset, fmt::format("duplicate metadata key '{}'", entry.key));
         }
-        Value& v = entry.value;
-        v.type = read_value_type(in, fmt::format("value of '{}'", entry.key));
-        v.offset = in.pos();
-        switch (v.type) {
-            case ValueType::UINT8: v.uinteger = in.read<std::uint8_t>("UINT8"); v.integer = static_cast<std::int64_t>(v.uinteger); break;
-            case ValueType::INT8: v.integer = in.read<std::int8_t>("INT8"); break;
-            case ValueType::UINT16: v.uinteger = in.read<std::uint16_t>("UINT16"); v.integer = static_cast<std::int64_t>(v.uinteger); break;
-            case ValueType::INT16: v.integer = in.read<std::int16_t>("INT16"); break;
-            case ValueType::UINT32: v.uinteger = in.read<std::uint32_t>("UINT32"); v.integer = static_cast<std::int64_t>(v.uinteger); break;
-            case ValueType::INT32: v.integer = in.read<std::int32_t>("INT32"); break;
-            case ValueType::UINT64: v.uinteger = in.read<std::uint64_t>("UINT64"); v.integer = static_cast<std::int64_t>(v.uinteger); break;
-            case ValueType::INT64: v.integer = in.read<std::int64_t>("INT64"); break;
-            case ValueType::FLOAT32: v.real = in.read<float>("FLOAT32"); break;
-            case ValueType::FLOAT64: v.real = in.read<double>("FLOAT64"); break;
-            case ValueType::BOOL: {
-                const auto b = in.read<std::uint8_t>("BOOL");
-                if (b > 1) in.fail(v.offset, fmt::format("'{}' is a BOOL holding {}, not 0 or 1", entry.key, b));
-                v.boolean = b == 1;
-                break;
-            }
-            case ValueType::STRING:
-                v.string = in.read_string([&entry] { return fmt::format("string value of '{}'", entry.key); }, in.remaining());
-                break;
-            case ValueType::ARRAY: {
-                v.element_type = read_value_type(in, fmt::format("element type of array '{}'", entry.key));
-                v.count = in.read<std::uint64_t>("array count");
-                v.elements_offset = in.pos();
-                skip_array_elements(in, v.element_type, v.count, 0, entry.key);
-                break;
-            }
-        }
+        entry.value = read_value(in, entry.key);
         entry.end = in.pos();
         metadata_index_.emplace(entry.key, metadata_.size());
         metadata_.push_back(entry);
     }
+}
 
-    // ---- alignment ----
-    if (const MetadataEntry* a = find("general.alignment")) {
-        if (a->value.type != ValueType::UINT32) {
-            in.fail(a->value.offset, fmt::format("'general.alignment' has type {}, expected UINT32",
-                                                 value_type_name(a->value.type)));
-        }
-        const std::uint64_t align = a->value.uinteger;
-        if (!is_power_of_two(align)) {
-            in.fail(a->value.offset, fmt::format("'general.alignment' is {}, not a non-zero power of two", align));
-        }
-        if (align > Limits::max_alignment) {
-            in.fail(a->value.offset, fmt::format("'general.alignment' is {}, above the limit of {}", align, Limits::max_alignment));
-        }
-        alignment_ = align;
+// `general.alignment`, which the tensor offsets and the data section depend on.
+void File::read_alignment(Cursor& in) {
+    const MetadataEntry* a = find("general.alignment");
+    if (!a) return;
+    if (a->value.type != ValueType::UINT32) {
+        in.fail(a->value.offset, fmt::format("'general.alignment' has type {}, expected UINT32",
+                                             value_type_name(a->value.type)));
     }
+    const std::uint64_t align = a->value.uinteger;
+    if (!is_power_of_two(align)) {
+        in.fail(a->value.offset, fmt::format("'general.alignment' is {}, not a non-zero power of two", align));
+    }
+    if (align > Limits::max_alignment) {
+        in.fail(a->value.offset, fmt::format("'general.alignment' is {}, above the limit of {}", align, Limits::max_alignment));
+    }
+    alignment_ = align;
+}
 
-    // ---- tensor infos ----
-    tensors_.reserve(static_cast<std::size_t>(n_tensors));
-    for (std::int64_t i = 0; i < n_tensors; ++i) {
-        TensorInfo t;
-        t.info_offset = in.pos();
-        t.name = in.read_string("tensor name", std::numeric_limits<std::uint64_t>::max());
-        if (t.name.size() > Limits::max_tensor_name_bytes) {
-            in.fail(t.info_offset, fmt::format("tensor {} has a name of {} bytes (the limit is {})", i,
-                                               t.name.size(), Limits::max_tensor_name_bytes));
-        }
-        if (t.name.empty()) in.fail(t.info_offset, fmt::format("tensor {} has an empty name", i));
-        if (tensor_index_.count(t.name)) in.fail(t.info_offset, fmt::format("duplicate tensor name '{}'", t.name));
-
-        const std::uint64_t dims_at = in.pos();
-        t.n_dims = in.read<std::uint32_t>("tensor dimension count");
-        if (t.n_dims == 0 || t.n_dims > Limits::max_dims) {
-            in.fail(dims_at, fmt::format("tensor '{}' has {} dimensions (1 to {} allowed)", t.name, t.n_dims, Limits::max_dims));
-        }
-        std::uint64_t n_elements = 1;
-        for (std::uint32_t d = 0; d < t.n_dims; ++d) {
-            const std::uint64_t ne_at = in.pos();
-            const auto ne = in.read<std::int64_t>("tensor dimension");
-            if (ne <= 0) in.fail(ne_at, fmt::format("tensor '{}' has dimension {} = {}", t.name, d, ne));
-            t.ne[d] = static_cast<std::uint64_t>(ne);
-            auto product = checked_mul(n_elements, t.ne[d]);
-            if (!product || *product > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-                in.fail(ne_at, fmt::format("tensor '{}': the product of its dimensions overflows", t.name));
-            }
-            n_elements = *product;
-        }
-        t.n_elements = n_elements;
-
-        const std::uint64_t type_at = in.pos();
-        const auto type_id = in.read<std::uint32_t>("tensor type");
-        const auto traits = type_traits(type_id);
-        if (!traits) {
-            in.fail(type_at, fmt::format("tensor '{}' has ggml type id {}: {}", t.name, type_id, invalid_type_reason(type_id)));
-        }
-        t.type = static_cast<GgmlType>(type_id);
-        if (t.ne[0] % traits->block_size != 0) {
-            in.fail(dims_at, fmt::format("tensor '{}' of type {}: row length {} is not a multiple of the block size {}",
-                                         t.name, traits->name, t.ne[0], traits->block_size));
-        }
-        // nbytes = (ne0 / block) * type_size * ne1 * ne2 * ne3, every step checked.
-        std::optional<std::uint64_t> nbytes = checked_mul(t.ne[0] / traits->block_size, traits->type_size);
-        for (std::uint32_t d = 1; d < 4 && nbytes; ++d) nbytes = checked_mul(*nbytes, t.ne[d]);
-        if (!nbytes) in.fail(dims_at, fmt::format("tensor '{}': its byte size overflows", t.name));
-        t.nbytes = *nbytes;
-
-        const std::uint64_t offset_at = in.pos();
-        t.offset = in.read<std::uint64_t>("tensor data offset");
-        if (t.offset % alignment_ != 0) {
-            in.fail(offset_at, fmt::format("tensor '{}' data offset {} is not a multiple of the alignment {}",
-                                           t.name, t.offset, alignment_));
-        }
+void File::read_tensor_infos(Cursor& in, std::uint64_t count) {
+    tensors_.reserve(static_cast<std::size_t>(count));
+    for (std::uint64_t i = 0; i < count; ++i) {
+        const TensorInfo t = read_tensor_info(in, i, alignment_, [this](std::string_view name) {
+            return tensor_index_.count(name) != 0;
+        });
         tensor_index_.emplace(t.name, tensors_.size());
         tensors_.push_back(t);
     }
+}
 
-    // ---- data section ----
+// The data section starts at the next aligned offset after the infos; every tensor's bytes
+// must lie inside the file, and no two tensors' bytes may overlap.
+void File::place_tensor_data(Cursor& in) {
     const std::uint64_t infos_end = in.pos();
     const auto data_start = checked_align_up(infos_end, alignment_);
     if (!data_start) in.fail(infos_end, "data section offset overflows");
@@ -358,7 +391,7 @@ void File::parse() {
         }
         t.file_offset = *start;
     }
-    // Tensors may come in any order but their bytes must not overlap.
+    // Tensors may come in any order.
     std::vector<const TensorInfo*> by_offset;
     by_offset.reserve(tensors_.size());
     for (const TensorInfo& t : tensors_) by_offset.push_back(&t);

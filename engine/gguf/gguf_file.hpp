@@ -78,6 +78,8 @@ struct TensorInfo {
     std::uint64_t info_offset = 0;  // where the tensor-info record starts (for errors)
 };
 
+class Cursor;  // the bounds-checked reader of the untrusted bytes (gguf_file.cpp)
+
 class File {
 public:
     // Maps and validates a file. Throws ember::Error naming the path and byte offset.
@@ -128,7 +130,17 @@ public:
 
 private:
     File() = default;
+    // parse() runs the steps in file order; each throws at the first bad byte.
+    struct Counts {
+        std::uint64_t tensors = 0;
+        std::uint64_t metadata = 0;
+    };
     void parse();
+    Counts read_header(Cursor& in);
+    void read_metadata(Cursor& in, std::uint64_t count);
+    void read_alignment(Cursor& in);
+    void read_tensor_infos(Cursor& in, std::uint64_t count);
+    void place_tensor_data(Cursor& in);
     std::vector<std::int64_t> read_int_elements(const MetadataEntry& entry, bool allow_bool) const;
     [[noreturn]] void fail_type(const MetadataEntry& entry, std::string_view expected) const;
 

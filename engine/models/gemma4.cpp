@@ -260,10 +260,55 @@ template void Gemma4Model::forward<hooks::ActiveHooks>(const Evaluation&, Forwar
 
 }  // namespace
 
-std::unique_ptr<Model> load_gemma4(const gguf::File& file, ModelConfig config) {
+static std::unique_ptr<Model> load_gemma4(const gguf::File& file, ModelConfig config) {
     Gemma4Weights weights = load_weights(file, config);
     OutputHead head = load_output_head(file, config, weights.token_embd);
     return std::make_unique<Gemma4Model>(std::move(config), std::move(head), std::move(weights));
 }
+
+// ---- the registry entry (models/family.hpp) ----
+namespace {
+
+// Sliding-window layers with their own geometry, shared K/V, the logit soft-cap (§7.1).
+void read_config(const MetadataKeys& keys, ModelConfig& c, LayerGeometry& g) {
+    c.rope_mode = RopeMode::Neox;
+    g.sliding_window = keys.per_layer("attention.sliding_window_pattern", c.n_layers, std::nullopt);
+    c.n_swa = keys.required_u32("attention.sliding_window");
+    c.n_embd_per_layer = keys.required_u32("embedding_length_per_layer_input");
+    g.head_dim_swa = keys.required_u32("attention.key_length_swa");
+    const std::uint32_t value_swa = keys.required_u32("attention.value_length_swa");
+    if (g.head_dim_swa != value_swa) {
+        keys.fail(fmt::format("key_length_swa {} differs from value_length_swa {}", g.head_dim_swa, value_swa));
+    }
+    g.n_rot_swa = keys.u32("rope.dimension_count_swa").value_or(g.n_rot);  // defaults to the full n_rot (§7.1)
+    g.rope_base_swa = keys.f32("rope.freq_base_swa").value_or(10000.0f);
+    keys.require_finite_positive("rope.freq_base_swa", g.rope_base_swa);
+    c.n_shared_kv_layers = keys.u32("attention.shared_kv_layers").value_or(0);
+    c.final_logit_softcap = keys.f32("final_logit_softcapping").value_or(30.0f);
+    if (!(std::isfinite(c.final_logit_softcap) && c.final_logit_softcap >= 0)) {
+        keys.fail(fmt::format("final_logit_softcapping = {} is invalid", c.final_logit_softcap));
+    }
+    c.embedding_scale = std::sqrt(static_cast<float>(c.n_embd));
+    if (c.n_swa == 0) keys.fail(fmt::format("'{}' is 0", keys.key("attention.sliding_window")));
+    if (c.n_embd_per_layer > ConfigLimits::max_embd) keys.fail("embedding_length_per_layer_input is out of range");
+    if (c.n_shared_kv_layers >= c.n_layers) {
+        keys.fail(fmt::format("shared_kv_layers = {} leaves no layer with its own K/V ({} layers)", c.n_shared_kv_layers, c.n_layers));
+    }
+    if (c.n_shared_kv_layers > 0 && c.n_layers - c.n_shared_kv_layers < 2) {
+        keys.fail("shared KV layers need at least two earlier layers with their own K/V");
+    }
+}
+
+void configure_layer(const ModelConfig& c, const LayerGeometry& g, std::uint32_t l, LayerConfig& layer) {
+    layer.uses_rope_freqs = !layer.sliding_window && g.has_rope_freqs;
+    layer.attention_scale = 1.0f;  // Q and K are RMS-normalised instead (model-math §3.6)
+    // The last n_shared_kv_layers read the K/V of the last earlier layer of their kind.
+    const std::uint32_t n_kv_from_start = c.n_layers - c.n_shared_kv_layers;
+    if (l >= n_kv_from_start) layer.kv_source = layer.sliding_window ? n_kv_from_start - 2 : n_kv_from_start - 1;
+}
+
+}  // namespace
+
+extern const FamilyInfo kGemma4Family{"gemma4", Family::Gemma4, read_config, configure_layer, load_gemma4};
 
 }  // namespace ember::models

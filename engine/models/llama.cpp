@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <vector>
 
 #include "models/feed_forward.hpp"
@@ -159,10 +160,27 @@ template void LlamaModel::forward<hooks::ActiveHooks>(const Evaluation&, Forward
 
 }  // namespace
 
-std::unique_ptr<Model> load_llama(const gguf::File& file, ModelConfig config) {
+static std::unique_ptr<Model> load_llama(const gguf::File& file, ModelConfig config) {
     LlamaWeights weights = load_weights(file, config);
     OutputHead head = load_output_head(file, config, weights.token_embd);
     return std::make_unique<LlamaModel>(std::move(config), std::move(head), std::move(weights));
 }
+
+// ---- the registry entry (models/family.hpp) ----
+namespace {
+
+void read_config(const MetadataKeys& keys, ModelConfig& c, LayerGeometry& g) {
+    c.rope_mode = RopeMode::Norm;
+    require_full_rotation(keys, g, "llama");
+}
+
+void configure_layer(const ModelConfig&, const LayerGeometry& g, std::uint32_t, LayerConfig& layer) {
+    layer.uses_rope_freqs = g.has_rope_freqs;
+    layer.attention_scale = 1.0f / std::sqrt(static_cast<float>(layer.head_dim));
+}
+
+}  // namespace
+
+extern const FamilyInfo kLlamaFamily{"llama", Family::Llama, read_config, configure_layer, load_llama};
 
 }  // namespace ember::models

@@ -5,34 +5,15 @@
 #include <string_view>
 
 #include "common/error.hpp"
-#include "models/gemma4.hpp"
-#include "models/llama.hpp"
-#include "models/qwen3.hpp"
+#include "models/family.hpp"
 #include "models/tensor_loader.hpp"
 
 namespace ember::models {
-namespace {
-
-// The registry: general.architecture -> the family that implements it.
-struct FamilyEntry {
-    Family family;
-    std::unique_ptr<Model> (*load)(const gguf::File& file, ModelConfig config);
-};
-
-constexpr FamilyEntry kFamilies[] = {
-    {Family::Llama, load_llama},
-    {Family::Qwen3, load_qwen3},
-    {Family::Gemma4, load_gemma4},
-};
-
-}  // namespace
 
 std::unique_ptr<Model> load_model(const gguf::File& file, std::optional<Family> expected) {
     ModelConfig config = load_model_config(file, expected);
-    for (const FamilyEntry& entry : kFamilies) {
-        if (entry.family == config.family) return entry.load(file, std::move(config));
-    }
-    throw Error(fmt::format("{}: no forward pass is registered for architecture '{}'", file.source(), config.architecture));
+    const FamilyInfo& family = family_info(config.family);
+    return family.load(file, std::move(config));
 }
 
 OutputHead load_output_head(const gguf::File& file, const ModelConfig& c,

@@ -6,48 +6,12 @@
 #include <filesystem>
 
 #include "common/error.hpp"
+#include "models/family.hpp"
 
 namespace ember::models {
 namespace {
 
-// Reads "<arch>.<suffix>" keys with the file's own error reporting.
-class Keys {
-public:
-    Keys(const gguf::File& file, std::string arch) : file_(file), arch_(std::move(arch)) {}
-
-    std::string key(std::string_view suffix) const { return fmt::format("{}.{}", arch_, suffix); }
-
-    std::optional<std::uint32_t> u32(std::string_view suffix) const { return file_.get_u32(key(suffix)); }
-    std::optional<float> f32(std::string_view suffix) const { return file_.get_f32(key(suffix)); }
-    std::optional<bool> boolean(std::string_view suffix) const { return file_.get_bool(key(suffix)); }
-    std::optional<std::string_view> string(std::string_view suffix) const { return file_.get_string(key(suffix)); }
-
-    std::uint32_t required_u32(std::string_view suffix) const {
-        const auto v = u32(suffix);
-        if (!v) fail(fmt::format("required metadata key '{}' is missing", key(suffix)));
-        return *v;
-    }
-    float required_f32(std::string_view suffix) const {
-        const auto v = f32(suffix);
-        if (!v) fail(fmt::format("required metadata key '{}' is missing", key(suffix)));
-        return *v;
-    }
-    // A per-layer value (scalar broadcast or array of n_layers), or `fallback` if absent.
-    std::vector<std::int64_t> per_layer(std::string_view suffix, std::size_t n_layers,
-                                        std::optional<std::int64_t> fallback) const {
-        if (auto v = file_.get_per_layer(key(suffix), n_layers)) return *v;
-        if (!fallback) fail(fmt::format("required metadata key '{}' is missing", key(suffix)));
-        return std::vector<std::int64_t>(n_layers, *fallback);
-    }
-
-    [[noreturn]] void fail(const std::string& message) const { throw Error(fmt::format("{}: {}", file_.source(), message)); }
-
-private:
-    const gguf::File& file_;
-    std::string arch_;
-};
-
-std::uint32_t checked_count(const Keys& keys, std::string_view what, std::int64_t value, std::uint32_t layer,
+std::uint32_t checked_count(const MetadataKeys& keys, std::string_view what, std::int64_t value, std::uint32_t layer,
                             std::uint32_t max) {
     if (value <= 0 || value > static_cast<std::int64_t>(max)) {
         keys.fail(fmt::format("layer {}: {} = {} is out of range (1 to {})", layer, what, value, max));
@@ -55,11 +19,7 @@ std::uint32_t checked_count(const Keys& keys, std::string_view what, std::int64_
     return static_cast<std::uint32_t>(value);
 }
 
-void require_finite_positive(const Keys& keys, std::string_view what, float v) {
-    if (!(std::isfinite(v) && v > 0)) keys.fail(fmt::format("{} = {} must be a positive finite number", what, v));
-}
-
-std::uint32_t vocab_size(const gguf::File& file, const Keys& keys) {
+std::uint32_t vocab_size(const gguf::File& file, const MetadataKeys& keys) {
     std::optional<std::uint64_t> from_tokens;
     if (const auto* tokens = file.find("tokenizer.ggml.tokens")) {
         if (tokens->value.type != gguf::ValueType::ARRAY) keys.fail("'tokenizer.ggml.tokens' is not an array");
@@ -77,21 +37,32 @@ std::uint32_t vocab_size(const gguf::File& file, const Keys& keys) {
 
 }  // namespace
 
-std::string_view family_name(Family family) {
-    switch (family) {
-        case Family::Llama: return "llama";
-        case Family::Qwen3: return "qwen3";
-        case Family::Gemma4: return "gemma4";
-    }
-    return "unknown";
+std::string MetadataKeys::key(std::string_view suffix) const { return fmt::format("{}.{}", arch_, suffix); }
+
+std::uint32_t MetadataKeys::required_u32(std::string_view suffix) const {
+    const auto v = u32(suffix);
+    if (!v) fail(fmt::format("required metadata key '{}' is missing", key(suffix)));
+    return *v;
 }
 
-std::optional<Family> family_from_name(std::string_view name) {
-    if (name == "llama") return Family::Llama;
-    if (name == "qwen3") return Family::Qwen3;
-    if (name == "gemma4") return Family::Gemma4;
-    return std::nullopt;
+float MetadataKeys::required_f32(std::string_view suffix) const {
+    const auto v = f32(suffix);
+    if (!v) fail(fmt::format("required metadata key '{}' is missing", key(suffix)));
+    return *v;
 }
+
+std::vector<std::int64_t> MetadataKeys::per_layer(std::string_view suffix, std::size_t n_layers,
+                                                  std::optional<std::int64_t> fallback) const {
+    if (auto v = file_.get_per_layer(key(suffix), n_layers)) return *v;
+    if (!fallback) fail(fmt::format("required metadata key '{}' is missing", key(suffix)));
+    return std::vector<std::int64_t>(n_layers, *fallback);
+}
+
+void MetadataKeys::require_finite_positive(std::string_view suffix, float v) const {
+    if (!(std::isfinite(v) && v > 0)) fail(fmt::format("{} = {} must be a positive finite number", key(suffix), v));
+}
+
+void MetadataKeys::fail(const std::string& message) const { throw Error(fmt::format("{}: {}", file_.source(), message)); }
 
 std::string model_name(const gguf::File& file) {
     if (auto name = file.get_string("general.name"); name && !name->empty()) return std::string(*name);
@@ -106,7 +77,7 @@ ModelConfig load_model_config(const gguf::File& file, std::optional<Family> expe
     if (!arch) throw Error(fmt::format("{}: required metadata key 'general.architecture' is missing", file.source()));
     const auto family = family_from_name(*arch);
     if (!family) {
-        throw Error(fmt::format("{}: unsupported architecture '{}' (supported: llama, qwen3, gemma4)", file.source(), *arch));
+        throw Error(fmt::format("{}: unsupported architecture '{}' (supported: {})", file.source(), *arch, family_names(", ")));
     }
     if (expected && *expected != *family) {
         throw Error(fmt::format("{}: --arch {} was requested but the file's architecture is '{}'", file.source(),
@@ -117,7 +88,7 @@ ModelConfig load_model_config(const gguf::File& file, std::optional<Family> expe
     c.family = *family;
     c.architecture = std::string(*arch);
     c.name = model_name(file);
-    const Keys keys(file, c.architecture);
+    const MetadataKeys keys(file, c.architecture);
 
     c.n_ctx_train = keys.required_u32("context_length");
     c.n_embd = keys.required_u32("embedding_length");
@@ -131,7 +102,7 @@ ModelConfig load_model_config(const gguf::File& file, std::optional<Family> expe
     }
     c.n_vocab = vocab_size(file, keys);
     c.rms_eps = keys.required_f32("attention.layer_norm_rms_epsilon");
-    require_finite_positive(keys, keys.key("attention.layer_norm_rms_epsilon"), c.rms_eps);
+    keys.require_finite_positive("attention.layer_norm_rms_epsilon", c.rms_eps);
 
     const std::size_t L = c.n_layers;
     const auto n_head = keys.per_layer("attention.head_count", L, 0);
@@ -151,11 +122,13 @@ ModelConfig load_model_config(const gguf::File& file, std::optional<Family> expe
     if (key_length != value_length) {
         keys.fail(fmt::format("key_length {} differs from value_length {}; Ember requires them equal", key_length, value_length));
     }
-    const std::uint32_t n_rot = keys.u32("rope.dimension_count").value_or(key_length);
+    LayerGeometry g;
+    g.head_dim = key_length;
+    g.n_rot = keys.u32("rope.dimension_count").value_or(key_length);
 
     // RoPE scaling (model-math §4).
-    const float freq_base = keys.f32("rope.freq_base").value_or(10000.0f);
-    require_finite_positive(keys, keys.key("rope.freq_base"), freq_base);
+    g.rope_base = keys.f32("rope.freq_base").value_or(10000.0f);
+    keys.require_finite_positive("rope.freq_base", g.rope_base);
     c.rope_scaling_type = std::string(keys.string("rope.scaling.type").value_or("linear"));
     if (c.rope_scaling_type != "none" && c.rope_scaling_type != "linear" && c.rope_scaling_type != "yarn") {
         keys.fail(fmt::format("unsupported rope scaling type '{}' (supported: none, linear, yarn)", c.rope_scaling_type));
@@ -163,65 +136,21 @@ ModelConfig load_model_config(const gguf::File& file, std::optional<Family> expe
     float factor = keys.f32("rope.scaling.factor").value_or(0.0f);
     if (factor == 0.0f) factor = keys.f32("rope.scale_linear").value_or(0.0f);
     if (!(std::isfinite(factor) && factor >= 0)) keys.fail(fmt::format("rope scaling factor {} is invalid", factor));
-    float freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
-    if (c.rope_scaling_type == "none") freq_scale = 1.0f;
+    g.rope_freq_scale = factor == 0.0f || c.rope_scaling_type == "none" ? 1.0f : 1.0f / factor;
     c.n_ctx_orig = keys.u32("rope.scaling.original_context_length").value_or(c.n_ctx_train);
     c.rope_attn_factor = keys.f32("rope.scaling.attn_factor").value_or(1.0f);
     c.yarn_ext_factor = c.rope_scaling_type == "yarn" ? 1.0f : 0.0f;
 
-    const bool has_rope_freqs = file.find_tensor("rope_freqs.weight") != nullptr;
+    g.has_rope_freqs = file.find_tensor("rope_freqs.weight") != nullptr;
 
-    // Family-specific keys.
-    std::vector<std::int64_t> swa_pattern(L, 0);
-    std::uint32_t head_dim_swa = key_length;
-    std::uint32_t n_rot_swa = n_rot;
-    float freq_base_swa = 10000.0f;
-    switch (c.family) {
-        case Family::Llama:
-            c.rope_mode = RopeMode::Norm;
-            if (n_rot != key_length) {
-                keys.fail(fmt::format("'{}' = {} must equal the head dimension {} for llama", keys.key("rope.dimension_count"), n_rot, key_length));
-            }
-            break;
-        case Family::Qwen3:
-            c.rope_mode = RopeMode::Neox;
-            if (n_rot != key_length) {
-                keys.fail(fmt::format("'{}' = {} must equal the head dimension {} for qwen3", keys.key("rope.dimension_count"), n_rot, key_length));
-            }
-            break;
-        case Family::Gemma4: {
-            c.rope_mode = RopeMode::Neox;
-            swa_pattern = keys.per_layer("attention.sliding_window_pattern", L, std::nullopt);
-            c.n_swa = keys.required_u32("attention.sliding_window");
-            c.n_embd_per_layer = keys.required_u32("embedding_length_per_layer_input");
-            head_dim_swa = keys.required_u32("attention.key_length_swa");
-            const std::uint32_t value_swa = keys.required_u32("attention.value_length_swa");
-            if (head_dim_swa != value_swa) {
-                keys.fail(fmt::format("key_length_swa {} differs from value_length_swa {}", head_dim_swa, value_swa));
-            }
-            n_rot_swa = keys.u32("rope.dimension_count_swa").value_or(n_rot);  // defaults to the full n_rot (§7.1)
-            freq_base_swa = keys.f32("rope.freq_base_swa").value_or(10000.0f);
-            require_finite_positive(keys, keys.key("rope.freq_base_swa"), freq_base_swa);
-            c.n_shared_kv_layers = keys.u32("attention.shared_kv_layers").value_or(0);
-            c.final_logit_softcap = keys.f32("final_logit_softcapping").value_or(30.0f);
-            if (!(std::isfinite(c.final_logit_softcap) && c.final_logit_softcap >= 0)) {
-                keys.fail(fmt::format("final_logit_softcapping = {} is invalid", c.final_logit_softcap));
-            }
-            c.embedding_scale = std::sqrt(static_cast<float>(c.n_embd));
-            if (c.n_swa == 0) keys.fail(fmt::format("'{}' is 0", keys.key("attention.sliding_window")));
-            if (c.n_embd_per_layer > ConfigLimits::max_embd) keys.fail("embedding_length_per_layer_input is out of range");
-            if (c.n_shared_kv_layers >= c.n_layers) {
-                keys.fail(fmt::format("shared_kv_layers = {} leaves no layer with its own K/V ({} layers)", c.n_shared_kv_layers, c.n_layers));
-            }
-            if (c.n_shared_kv_layers > 0 && c.n_layers - c.n_shared_kv_layers < 2) {
-                keys.fail("shared KV layers need at least two earlier layers with their own K/V");
-            }
-            break;
-        }
-    }
+    // Full-attention layers unless the family's keys say otherwise.
+    g.sliding_window.assign(L, 0);
+    g.head_dim_swa = g.head_dim;
+    g.n_rot_swa = g.n_rot;
+    const FamilyInfo& info = family_info(c.family);
+    info.read_config(keys, c, g);
 
     // Per-layer geometry.
-    const std::uint32_t n_kv_from_start = c.n_layers - c.n_shared_kv_layers;
     c.layers.resize(L);
     for (std::uint32_t l = 0; l < c.n_layers; ++l) {
         LayerConfig& layer = c.layers[l];
@@ -231,26 +160,13 @@ ModelConfig load_model_config(const gguf::File& file, std::optional<Family> expe
         if (layer.n_head % layer.n_head_kv != 0) {
             keys.fail(fmt::format("layer {}: head_count {} is not a multiple of head_count_kv {}", l, layer.n_head, layer.n_head_kv));
         }
-        layer.sliding_window = swa_pattern[l] != 0;
-        layer.head_dim = layer.sliding_window ? head_dim_swa : key_length;
-        layer.n_rot = layer.sliding_window ? n_rot_swa : n_rot;
-        layer.rope_base = layer.sliding_window ? freq_base_swa : freq_base;
-        layer.rope_freq_scale = layer.sliding_window ? 1.0f : freq_scale;
+        layer.sliding_window = g.sliding_window[l] != 0;
+        layer.head_dim = layer.sliding_window ? g.head_dim_swa : g.head_dim;
+        layer.n_rot = layer.sliding_window ? g.n_rot_swa : g.n_rot;
+        layer.rope_base = layer.sliding_window ? g.rope_base_swa : g.rope_base;
+        layer.rope_freq_scale = layer.sliding_window ? 1.0f : g.rope_freq_scale;
         layer.kv_source = l;
-        switch (c.family) {
-            case Family::Llama:
-                layer.uses_rope_freqs = has_rope_freqs;
-                layer.attention_scale = 1.0f / std::sqrt(static_cast<float>(layer.head_dim));
-                break;
-            case Family::Qwen3:
-                layer.attention_scale = 1.0f / std::sqrt(static_cast<float>(layer.head_dim));
-                break;
-            case Family::Gemma4:
-                layer.uses_rope_freqs = !layer.sliding_window && has_rope_freqs;
-                layer.attention_scale = 1.0f;  // Q and K are RMS-normalised instead (model-math §3.6)
-                if (l >= n_kv_from_start) layer.kv_source = layer.sliding_window ? n_kv_from_start - 2 : n_kv_from_start - 1;
-                break;
-        }
+        info.configure_layer(c, g, l, layer);
         if (layer.head_dim == 0 || layer.head_dim > ConfigLimits::max_head_dim) {
             keys.fail(fmt::format("layer {}: head dimension {} is out of range", l, layer.head_dim));
         }

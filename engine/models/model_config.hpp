@@ -14,9 +14,13 @@
 
 namespace ember::models {
 
+// The families Ember runs; each has one entry in the registry (models/family.hpp), and
+// plugin.h's EMBER_FAMILY_* codes are these values (checked where the runner passes them).
 enum class Family { Llama, Qwen3, Gemma4 };
+inline constexpr std::size_t kFamilyCount = 3;
 
-std::string_view family_name(Family family);  // "llama", "qwen3", "gemma4"
+// From the registry: the entry's name ("llama", "qwen3", "gemma4").
+std::string_view family_name(Family family);
 std::optional<Family> family_from_name(std::string_view name);
 
 // RoPE pairing: Norm rotates adjacent pairs (x[2i], x[2i+1]); Neox rotates
@@ -75,6 +79,46 @@ struct ConfigLimits {
     static constexpr std::uint32_t max_head_dim = 4096;
     static constexpr std::uint32_t max_ff = 1u << 20;
     static constexpr std::uint32_t max_vocab = 1u << 24;
+};
+
+// Reads "<architecture>.<suffix>" keys of a file, failing with "PATH: message".
+class MetadataKeys {
+public:
+    MetadataKeys(const gguf::File& file, std::string arch) : file_(file), arch_(std::move(arch)) {}
+
+    const gguf::File& file() const { return file_; }
+    std::string key(std::string_view suffix) const;
+
+    std::optional<std::uint32_t> u32(std::string_view suffix) const { return file_.get_u32(key(suffix)); }
+    std::optional<float> f32(std::string_view suffix) const { return file_.get_f32(key(suffix)); }
+    std::optional<std::string_view> string(std::string_view suffix) const { return file_.get_string(key(suffix)); }
+    std::uint32_t required_u32(std::string_view suffix) const;
+    float required_f32(std::string_view suffix) const;
+    // A per-layer value (scalar broadcast or array of n_layers), or `fallback` if absent.
+    std::vector<std::int64_t> per_layer(std::string_view suffix, std::size_t n_layers,
+                                        std::optional<std::int64_t> fallback) const;
+    void require_finite_positive(std::string_view suffix, float value) const;
+
+    [[noreturn]] void fail(const std::string& message) const;
+
+private:
+    const gguf::File& file_;
+    std::string arch_;
+};
+
+// The layer geometry read from the keys every family shares, which a family's reader
+// (FamilyInfo::read_config) may refine before each LayerConfig is filled in.
+struct LayerGeometry {
+    std::uint32_t head_dim = 0;      // attention.key_length (= value_length)
+    std::uint32_t n_rot = 0;         // rope.dimension_count
+    float rope_base = 10000.0f;      // rope.freq_base
+    float rope_freq_scale = 1.0f;    // 1 / the RoPE scaling factor
+    bool has_rope_freqs = false;     // the file has rope_freqs.weight
+    // Sliding-window layers (Gemma 4): which ones (0 or 1 per layer) and their geometry.
+    std::vector<std::int64_t> sliding_window;
+    std::uint32_t head_dim_swa = 0;
+    std::uint32_t n_rot_swa = 0;
+    float rope_base_swa = 10000.0f;
 };
 
 // Reads and validates the config. `expected` is an explicit --arch: a file of another

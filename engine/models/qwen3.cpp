@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <vector>
 
 #include "models/feed_forward.hpp"
@@ -46,7 +47,7 @@ Qwen3Weights load_weights(const gguf::File& file, const ModelConfig& c) {
         const std::size_t q_width = std::size_t{L.n_head} * L.head_dim;
         const std::size_t kv_width = std::size_t{L.n_head_kv} * L.head_dim;
         for (const char* unsupported : {"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias", "attn_qkv.weight",
-                                        "ffn_gate_inp.weight"}) {
+                                        "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias", "ffn_gate_inp.weight"}) {
             t.refuse_if_present(fmt::format("blk.{}.{}", l, unsupported), "biases, fused QKV and experts");
         }
         auto name = [l](const char* n) { return TensorLoader::layer_weight(l, n); };
@@ -165,10 +166,26 @@ template void Qwen3Model::forward<hooks::ActiveHooks>(const Evaluation&, Forward
 
 }  // namespace
 
-std::unique_ptr<Model> load_qwen3(const gguf::File& file, ModelConfig config) {
+static std::unique_ptr<Model> load_qwen3(const gguf::File& file, ModelConfig config) {
     Qwen3Weights weights = load_weights(file, config);
     OutputHead head = load_output_head(file, config, weights.token_embd);
     return std::make_unique<Qwen3Model>(std::move(config), std::move(head), std::move(weights));
 }
+
+// ---- the registry entry (models/family.hpp) ----
+namespace {
+
+void read_config(const MetadataKeys& keys, ModelConfig& c, LayerGeometry& g) {
+    c.rope_mode = RopeMode::Neox;
+    require_full_rotation(keys, g, "qwen3");
+}
+
+void configure_layer(const ModelConfig&, const LayerGeometry&, std::uint32_t, LayerConfig& layer) {
+    layer.attention_scale = 1.0f / std::sqrt(static_cast<float>(layer.head_dim));
+}
+
+}  // namespace
+
+extern const FamilyInfo kQwen3Family{"qwen3", Family::Qwen3, read_config, configure_layer, load_qwen3};
 
 }  // namespace ember::models

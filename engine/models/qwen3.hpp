@@ -3,10 +3,11 @@
 
 #include <memory>
 
+#include "models/family.hpp"
 #include "models/model.hpp"
 
 namespace ember::models {
 
-std::unique_ptr<Model> load_qwen3(const gguf::File& file, ModelConfig config);
+extern const FamilyInfo kQwen3Family;  // its registry entry
 
 }  // namespace ember::models

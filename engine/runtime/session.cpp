@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <vector>
 
+#include "common/build_options.hpp"
 #include "common/error.hpp"
-#include "kernels/fast/fast_backend.hpp"
 #include "kernels/reference/reference_backend.hpp"
+#ifndef EMBER_NO_FAST_ROUTE
+#include "kernels/fast/fast_backend.hpp"
+#endif
 
 namespace ember::runtime {
 namespace {
@@ -36,10 +39,27 @@ std::optional<Route> route_from_name(std::string_view name) {
     return std::nullopt;
 }
 
+bool has_route(Route route) { return route == Route::Reference || kHasFastRoute; }
+Route default_route() { return kHasFastRoute ? Route::Fast : Route::Reference; }
+
+void require_route(Route route) {
+    if (!has_route(route)) {
+        throw Error(fmt::format("route '{}': this build of ember has no {} route (it was configured with "
+                                "-DEMBER_FAST=OFF); use the reference route",
+                                route_name(route), route_name(route)));
+    }
+}
+
 std::unique_ptr<kernels::Backend> make_backend(Route route) {
+    require_route(route);
     switch (route) {
         case Route::Reference: return kernels::reference::make_reference_backend();
-        case Route::Fast: return kernels::fast::make_fast_backend();
+        case Route::Fast:
+#ifndef EMBER_NO_FAST_ROUTE
+            return kernels::fast::make_fast_backend();
+#else
+            break;
+#endif
     }
     throw Error("unknown route");
 }

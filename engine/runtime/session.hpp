@@ -26,14 +26,22 @@ enum class Route { Reference, Fast };
 std::string_view route_name(Route route);
 std::optional<Route> route_from_name(std::string_view name);
 
-// The backend of a route. Throws ember::Error for a route that is not built yet.
+// Whether this build has the route: a -DEMBER_FAST=OFF build (the default off x86-64)
+// has the reference route only.
+bool has_route(Route route);
+// The fast route where it is built, else the reference route.
+Route default_route();
+// Throws ember::Error naming the route and the build option when has_route() is false.
+void require_route(Route route);
+
+// The backend of a route. Throws ember::Error for a route this build does not have.
 std::unique_ptr<kernels::Backend> make_backend(Route route);
 
 // min(4096, the model's training context).
 std::size_t default_context_length(const models::ModelConfig& config);
 
 struct SessionOptions {
-    Route route = Route::Fast;
+    Route route = default_route();
     kernels::KvType kv_type = kernels::KvType::f32;  // the KV cache's element type
     std::size_t context_length = 0;  // 0: default_context_length()
     std::size_t threads = 1;

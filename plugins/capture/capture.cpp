@@ -42,15 +42,6 @@ namespace fs = std::filesystem;
 using ember_plugins::Selection;
 using ember_plugins::Stage;
 
-const char* family_name(ember::ModelFamily f) {
-    switch (f) {
-        case ember::ModelFamily::Llama: return "llama";
-        case ember::ModelFamily::Qwen3: return "qwen3";
-        case ember::ModelFamily::Gemma4: return "gemma4";
-    }
-    return "unknown";
-}
-
 // The captured rows of one (stage, layer, phase).
 struct Series {
     Stage stage;
@@ -101,7 +92,7 @@ public:
     const char* name() const override { return "capture"; }
 
     ember::Status on_model_loaded(const ember::ModelContext& model) override {
-        model_ = "{\"family\": " + ember_plugins::json_string(family_name(model.family)) +
+        model_ = "{\"family\": " + ember_plugins::json_string(ember::family_name(model.family)) +
                  ", \"name\": " + ember_plugins::json_string(model.model_name) +
                  ", \"n_layers\": " + std::to_string(model.n_layers) + ", \"n_embd\": " + std::to_string(model.n_embd) +
                  ", \"n_vocab\": " + std::to_string(model.n_vocab) + "}";

@@ -22,7 +22,7 @@ CommandResult bench(const std::string& options, bool merge_stderr = false) {
 
 }  // namespace
 
-TEST_CASE("ember bench --json: medians, spreads and runs, memory, route and kernels") {
+TEST_CASE("ember bench --json: medians, spreads and runs, memory, route and kernels" * test::needs_fast_route()) {
     for (const char* route : {"fast", "reference"}) {
         for (const char* kv : {"f32", "f16"}) {
             CAPTURE(route);

@@ -113,15 +113,15 @@ TEST_CASE("unembed (logit lens) of the last layer reproduces the logits in every
     }
 }
 
-TEST_CASE("determinism: llama (stories260K), 1 vs 2 threads and across runs, both routes") {
+TEST_CASE("determinism: llama (stories260K), 1 vs 2 threads and across runs, both routes" * test::needs_fast_route()) {
     check_model("stories260K", runtime::Route::Reference);
     check_model("stories260K", runtime::Route::Fast);
 }
-TEST_CASE("determinism: qwen3 (synth-qwen3-q8_0), 1 vs 2 threads and across runs, both routes") {
+TEST_CASE("determinism: qwen3 (synth-qwen3-q8_0), 1 vs 2 threads and across runs, both routes" * test::needs_fast_route()) {
     check_model("synth-qwen3-q8_0", runtime::Route::Reference);
     check_model("synth-qwen3-q8_0", runtime::Route::Fast);
 }
-TEST_CASE("determinism: gemma4 (synth-gemma4-e-q8_0), 1 vs 2 threads and across runs, both routes") {
+TEST_CASE("determinism: gemma4 (synth-gemma4-e-q8_0), 1 vs 2 threads and across runs, both routes" * test::needs_fast_route()) {
     check_model("synth-gemma4-e-q8_0", runtime::Route::Reference);
     check_model("synth-gemma4-e-q8_0", runtime::Route::Fast);
 }

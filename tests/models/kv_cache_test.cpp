@@ -60,7 +60,7 @@ double relative_error(const std::vector<float>& a, const std::vector<float>& b, 
 
 }  // namespace
 
-TEST_CASE("an F16 KV cache: half the bytes, logits close to the F32 cache's in every family, on both routes") {
+TEST_CASE("an F16 KV cache: half the bytes, logits close to the F32 cache's in every family, on both routes" * test::needs_fast_route()) {
     for (const char* name : {"stories260K", "synth-qwen3-q8_0", "synth-gemma4-e-q8_0"}) {
         const gguf::File file = gguf::File::open(fixture_path("models/" + std::string(name) + ".gguf"));
         const auto model = models::load_model(file);

@@ -163,7 +163,7 @@ TEST_CASE("logit lens: at the last layer it is the run's own logits, soft-cap in
     }
 }
 
-TEST_CASE("the fast route extracts too, and the manifest says which kernels ran") {
+TEST_CASE("the fast route extracts too, and the manifest says which kernels ran" * test::needs_fast_route()) {
     TempDir dir;
     const fs::path out = dir.path() / "run";
     const CommandResult r = extract_cli("synth-llama3-q8_0", out, "--route fast --stages after_layer --layers 0");

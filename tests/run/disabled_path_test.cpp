@@ -227,6 +227,7 @@ TEST_CASE("the same inspection finds the dispatch in the ActiveHooks instantiati
     }
 }
 
+#ifndef EMBER_NO_FAST_ROUTE  // a -DEMBER_FAST=OFF build links no fast route
 TEST_CASE("the fast route's backend and kernels, as linked into ember, make no call into hooks or experiments") {
     const auto fast = matching(disassemble(EMBER_BINARY, false), "ember::kernels::fast::");
     std::size_t instructions = 0, into_hooks = 0;
@@ -250,6 +251,7 @@ TEST_CASE("the fast route's backend and kernels, as linked into ember, make no c
     MESSAGE(fast.size() << " fast-route functions, " << instructions << " instructions, " << into_hooks
                         << " calls into hooks or experiments");
 }
+#endif  // EMBER_NO_FAST_ROUTE
 
 TEST_CASE("the inspected functions are the ones linked into the ember executable") {
     const auto shipped = disassemble(EMBER_BINARY, false);

@@ -3,10 +3,18 @@
 // the test fails loudly, naming the path and how to point EMBER_FIXTURES at it.
 #pragma once
 
+#include <doctest/doctest.h>
+
 #include <filesystem>
 #include <string>
 
+#include "common/build_options.hpp"
+
 namespace ember::test {
+
+// The decorator of a test case that runs the fast route: a build without it
+// (-DEMBER_FAST=OFF) skips the case, so ctest does not register it.
+inline doctest::skip needs_fast_route() { return doctest::skip(!kHasFastRoute); }
 
 std::filesystem::path fixtures_dir();
 

@@ -50,7 +50,16 @@ private:
 };
 
 enum class TensorDType { F32 };
+// plugin.h's EMBER_FAMILY_* codes; the names are the host's (its family registry).
 enum class ModelFamily { Llama, Qwen3, Gemma4 };
+inline std::string_view family_name(ModelFamily family) {
+    switch (family) {
+        case ModelFamily::Llama: return "llama";
+        case ModelFamily::Qwen3: return "qwen3";
+        case ModelFamily::Gemma4: return "gemma4";
+    }
+    return "unknown";
+}
 enum class ExecutionPhase { Prefill, Decode };
 enum class TracingState { Disabled, Enabled };
 enum class StopReason { MaxTokens, EndOfGeneration, ContextFull, Error };

@@ -14,6 +14,7 @@
 #include <array>
 #include <exception>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -102,13 +103,23 @@ ember_status guarded(const ember_host_services* services, ember_error_buffer* er
     return EMBER_FAILED;
 }
 
+static_assert(static_cast<std::uint32_t>(ModelFamily::Llama) == EMBER_FAMILY_LLAMA &&
+                  static_cast<std::uint32_t>(ModelFamily::Qwen3) == EMBER_FAMILY_QWEN3 &&
+                  static_cast<std::uint32_t>(ModelFamily::Gemma4) == EMBER_FAMILY_GEMMA4,
+              "ember::ModelFamily is plugin.h's EMBER_FAMILY_* codes");
+
+// Throws (the stage then fails with the message) for a family code this SDK does not know:
+// a plugin never mistakes a newer host's family for another.
 inline ModelContext to_model_context(const ember_model_context* m) {
     ModelContext out;
     if (!m) return out;
     switch (m->family) {
+        case EMBER_FAMILY_LLAMA: out.family = ModelFamily::Llama; break;
         case EMBER_FAMILY_QWEN3: out.family = ModelFamily::Qwen3; break;
         case EMBER_FAMILY_GEMMA4: out.family = ModelFamily::Gemma4; break;
-        default: out.family = ModelFamily::Llama; break;
+        default:
+            throw std::runtime_error("the host passed model family code " + std::to_string(m->family) +
+                                     ", which this plugin's SDK does not know (rebuild the plugin against the host's SDK)");
     }
     out.model_name = m->model_name ? std::string_view(m->model_name) : std::string_view();
     out.n_layers = m->n_layers;

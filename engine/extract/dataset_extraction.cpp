@@ -309,7 +309,13 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
         }
     }
 
-    RunDirectoryWriter writer(config.output.dir);  // removes an earlier manifest first
+    // One run per directory: an unfinished dataset run (progress.json) is continued in
+    // place; a finished or other run is refused, or replaced with [output] overwrite.
+    RunDirectoryOptions directory_options;
+    directory_options.overwrite = config.output.overwrite;
+    directory_options.holder = "ember extract --dataset";
+    directory_options.resumable = [](const std::filesystem::path& dir) { return std::filesystem::exists(dir / kProgressName); };
+    RunDirectoryWriter writer(config.output.dir, directory_options);
     const std::string run_key = sha256_hex(config::canonical_json(config) + info.sha256);
     DatasetOutputs out(writer.dir(), plan_arrays(shape, model.model->config()), any_target, run_key);
 
@@ -377,7 +383,6 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
 
     // The arrays' headers made true, every file renamed into place, the manifest last.
     out.finish();
-    for (const std::string& name : out.file_names()) writer.add_existing(name);
     json::object manifest{
         {"schema_version", kManifestSchemaVersion},
         {"kind", "ember.dataset_extraction"},

@@ -152,6 +152,7 @@ RunDirectoryWriter::RunDirectoryWriter(fs::path dir, RunDirectoryOptions options
     if (options.not_needed) {
         if (auto reason = options.not_needed(dir_)) throw RunNotNeeded(*reason);
     }
+    if (options.resumable && options.resumable(dir_)) return;
     replaced_run_id_ = recorded_run_id(dir_);
     if (!options.overwrite) {
         const std::string what = replaced_run_id_.empty()

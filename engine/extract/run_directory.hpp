@@ -51,6 +51,10 @@ struct RunDirectoryOptions {
     // needed (a sweep finding a verified result with the same key), which throws
     // RunNotNeeded, or nullopt to go on.
     std::function<std::optional<std::string>(const std::filesystem::path& dir)> not_needed;
+    // Asked with the lock held when the directory is not empty: true when it holds an
+    // unfinished run this writer continues in place (a dataset extraction's resume point),
+    // so it is neither refused nor replaced.
+    std::function<bool(const std::filesystem::path& dir)> resumable;
 };
 
 class RunDirectoryWriter {

@@ -314,7 +314,13 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     RunDirectoryOptions directory_options;
     directory_options.overwrite = config.output.overwrite;
     directory_options.holder = "ember extract --dataset";
-    directory_options.resumable = [](const std::filesystem::path& dir) { return std::filesystem::exists(dir / kProgressName); };
+    // (progress.json; or, killed between renaming the files into place and the manifest,
+    // a dataset run's records without a manifest: rerun, it is written again whole).
+    directory_options.resumable = [](const std::filesystem::path& dir) {
+        namespace fs = std::filesystem;
+        if (fs::exists(dir / kManifestName)) return false;
+        return fs::exists(dir / kProgressName) || fs::exists(dir / "samples.jsonl");
+    };
     RunDirectoryWriter writer(config.output.dir, directory_options);
     const std::string run_key = sha256_hex(config::canonical_json(config) + info.sha256);
     DatasetOutputs out(writer.dir(), plan_arrays(shape, model.model->config()), any_target, run_key);

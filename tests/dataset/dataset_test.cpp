@@ -160,7 +160,7 @@ TEST_CASE("a malformed dataset line is refused naming file and line before anyth
     for (const Case& c : cases) {
         CAPTURE(c.line);
         TempDir dir;
-        const fs::path data = dir.path() / "bad.jsonl";
+        const fs::path data = dir.path() / "bad.input.jsonl";
         write_all(data, jsonl_line("fine") + "\n" + c.line + "\n");
         const CommandResult r = ember(extract_dataset("stories260K", data, dir.path() / "out", "--threads 1"));
         CHECK(r.exit_code != 0);

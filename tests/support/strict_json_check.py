@@ -33,6 +33,8 @@ def main(roots):
         for path in sorted(pathlib.Path(root).rglob("*")):
             if not path.is_file() or path.suffix not in (".json", ".jsonl") or ".tmp." in path.name:
                 continue
+            if path.name.endswith((".input.json", ".input.jsonl")):  # malformed on purpose: a test's input
+                continue
             try:
                 text = path.read_bytes().decode("utf-8")
                 if path.suffix == ".jsonl":

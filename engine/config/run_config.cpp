@@ -5,16 +5,25 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/value_from.hpp>
 
+#include <array>
 #include <cstdlib>
 #include <limits>
 
 #include "common/error.hpp"
 #include "common/sha256.hpp"
 #include "config/toml_reader.hpp"
+#include "hooks/hooks.hpp"
 
 namespace ember::config {
 namespace fs = std::filesystem;
 namespace {
+
+// Every tensor stage can be extracted (ember/stages.h).
+constexpr auto kTensorStageNames = [] {
+    std::array<std::string_view, hooks::kTensorStageCount> names{};
+    for (std::size_t i = 0; i < names.size(); ++i) names[i] = hooks::stage_name(hooks::kTensorStages[i]);
+    return names;
+}();
 
 constexpr std::int64_t kMaxInt32 = std::numeric_limits<std::int32_t>::max();
 
@@ -89,10 +98,7 @@ OutputSection parse_output(const toml::table& table, const std::string& file, co
     TableReader r(table, "output", file);
     if (auto v = r.path("dir", base)) o.dir = *v;
     if (auto v = r.boolean("extract")) o.extract = *v;
-    if (auto v = r.choice_list("stages", {"before_layer", "after_attention", "after_mlp", "after_layer", "before_logits",
-                                          "after_logits"})) {
-        o.stages = *v;
-    }
+    if (auto v = r.choice_list("stages", kTensorStageNames)) o.stages = *v;
     if (auto v = r.word_or_indices("layers", {"all"}, kMaxInt32)) {
         if (v->word.empty()) o.layers.emplace(v->indices.begin(), v->indices.end());
     }

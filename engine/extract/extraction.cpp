@@ -30,8 +30,11 @@ json::object tensor_contract(const Selection& s) {
         {"stages", std::move(stages)},
         {"layers", json::value_from(s.layers)},
         {"positions", json::value_from(s.positions)},
-        {"rows", "one row per selected prompt position, ascending; position p is tokenizer.token_ids[p]"},
-        {"columns", "the stage's features: n_embd for layer stages and before_logits, n_vocab for after_logits"},
+        {"rows", "one row per selected prompt position, ascending; position p is tokenizer.token_ids[p] "
+                 "(attention_pattern: n_head rows per position, row i * n_head + h for head h)"},
+        {"columns", "the stage's features: n_embd for before_layer, after_attention, after_mlp, after_layer and "
+                    "before_logits, n_head * head_dim for head_outputs, n_ff for mlp_activation, the prompt's "
+                    "positions for attention_pattern, n_vocab for after_logits"},
         {"values", "float32 exactly as the engine computed them (no normalization, no rounding)"},
     };
 }

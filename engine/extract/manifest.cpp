@@ -22,18 +22,8 @@ std::string hex(std::string_view bytes) {
 
 json::value optional_id(const std::optional<std::uint32_t>& id) { return id ? json::value(*id) : json::value(nullptr); }
 
-// What the columns of a stage's rows are.
-std::string column_meaning(hooks::Stage stage) {
-    switch (stage) {
-        case hooks::Stage::BeforeLayer: return "residual stream entering the layer (n_embd features)";
-        case hooks::Stage::AfterAttention: return "attention block output before the residual add (n_embd features)";
-        case hooks::Stage::AfterMlp: return "MLP block output before the residual add (n_embd features)";
-        case hooks::Stage::AfterLayer: return "residual stream leaving the layer, llama.cpp's l_out-N (n_embd features)";
-        case hooks::Stage::BeforeLogits: return "hidden state after the final norm, llama.cpp's result_norm (n_embd features)";
-        case hooks::Stage::AfterLogits: return "final logits after any soft-capping, one column per token id (n_vocab)";
-    }
-    return "";
-}
+// What the columns of a stage's rows are (ember/stages.h).
+std::string column_meaning(hooks::Stage stage) { return hooks::stage_info(stage).meaning; }
 
 }  // namespace
 

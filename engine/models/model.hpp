@@ -90,4 +90,15 @@ kernels::AttentionParams attention_params(const ModelConfig& config, const Layer
 // The hook view of an activation the model owns.
 inline hooks::TensorView tensor_view(const kernels::Rows& rows) { return {rows.data, rows.rows, rows.cols}; }
 
+// Where a layer's attention probabilities go: [n_head * T, n_kv] in the workspace when the
+// hooks want the attention_pattern stage, else empty (nothing is materialised). With
+// DisabledHooks this is constantly empty.
+template <class Hooks>
+kernels::Rows pattern_buffer(const Hooks& hooks, Workspace& ws, std::size_t n_head, std::size_t T, std::size_t n_kv) {
+    if constexpr (Hooks::enabled) {
+        if (hooks.wants(hooks::Stage::AttentionPattern)) return ws.pattern(n_head * T, n_kv);
+    }
+    return {};
+}
+
 }  // namespace ember::models

@@ -11,6 +11,9 @@
 //   positions = [4]                # or "last", or "all" (default)
 //   phase = "prefill"              # or "decode", or "all" (default)
 //
+// head_outputs and mlp_activation patch like the block stages (rows by position);
+// attention_pattern is read-only: refused when named, skipped in a source otherwise.
+//
 // At a selected site, every selected row whose position the source captured is
 // overwritten with the captured row; other rows are left alone.
 #include <ember/experiment.hpp>
@@ -55,8 +58,9 @@ const ember::JsonValue& member(const ember::JsonValue& object, std::string_view 
 class Patch : public ember_plugins::StageExperiment {
 public:
     explicit Patch(const ember::ExperimentConfig& config)
-        : selection_(config, {ember_plugins::kAllStages.begin(), ember_plugins::kAllStages.end()}) {
+        : selection_(config, ember_plugins::writable_stages()) {
         config.expect_only({"source", "stage", "stages", "layers", "positions", "phase"});
+        selection_.refuse_read_only("patch");
         if (!config.has("source")) throw ember::ConfigError("config key 'source' (a capture directory) is required");
         fs::path source(ember::host().resolve_path(config.get_string("source", "")));
         const fs::path manifest_path = fs::is_directory(source) ? source / "manifest.json" : source;
@@ -76,6 +80,8 @@ public:
     }
 
     const char* name() const override { return "patch"; }
+    // Only the stages the source holds.
+    std::uint64_t subscribed_stages() const override { return stage_bits_; }
 
     ember::Status on_model_loaded(const ember::ModelContext& model) override { return selection_.check_layers(model); }
 
@@ -107,6 +113,7 @@ private:
             const auto phase = member(a, "phase", name_).as_string() == "prefill" ? ember::ExecutionPhase::Prefill
                                                                                   : ember::ExecutionPhase::Decode;
             if (!selection_.wants_site(*stage, phase, layer)) continue;
+            stage_bits_ |= std::uint64_t{1} << *stage;
 
             const fs::path file = dir_ / member(a, "file", name_).as_string();
             ember::npy::Array npy = ember::npy::read(file);
@@ -133,7 +140,7 @@ private:
         if (source.cols != tensor.shape()[1])
             return ember::Status::error(name_ + " has " + std::to_string(source.cols) + " columns here, the activation " +
                                         std::to_string(tensor.shape()[1]));
-        selection_.for_each_row(ctx, tensor, [&](std::size_t row, std::size_t position) {
+        selection_.for_each_row(stage, ctx, tensor, [&](std::size_t row, std::size_t position) {
             const auto found = source.row_of_position.find(position);
             if (found == source.row_of_position.end()) return;
             const float* from = source.values.data() + found->second * source.cols;
@@ -143,7 +150,10 @@ private:
         return {};
     }
 
+    const Selection& selection() const override { return selection_; }
+
     Selection selection_;
+    std::uint64_t stage_bits_ = 0;
     fs::path dir_;
     std::string name_;
     std::map<SiteKey, SourceArray> sources_;

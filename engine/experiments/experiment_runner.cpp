@@ -115,8 +115,14 @@ ExperimentRunner::ExperimentRunner(const std::vector<ExperimentSpec>& specs, Run
                                      e->base_dir.c_str(),
                                      run_.prompt_token_ids.data(),
                                      run_.prompt_token_ids.size()};
-        e->services = ember_host_services{sizeof(ember_host_services), EMBER_PLUGIN_ABI_MAJOR, EMBER_PLUGIN_ABI_MINOR,
-                                          0, e.get(), &ExperimentRunner::host_log, &e->run_info};
+        e->services = ember_host_services{sizeof(ember_host_services),
+                                          EMBER_PLUGIN_ABI_MAJOR,
+                                          EMBER_PLUGIN_ABI_MINOR,
+                                          0,
+                                          e.get(),
+                                          &ExperimentRunner::host_log,
+                                          &e->run_info,
+                                          &ExperimentRunner::host_generated_token_ids};
         for (StageId stage : e->library->implemented_stages()) e->stages |= hooks::stage_bit(stage);
         entries_.push_back(std::move(e));
     }
@@ -232,7 +238,7 @@ void ExperimentRunner::on_model_loaded(const models::ModelConfig& model) {
                                         model.n_layers, model.n_embd, model.n_vocab, 0};
     model_loaded_ = true;
     layer_contexts_.clear();
-    for (std::uint32_t l = 0; l < model.n_layers; ++l) {
+    for (std::uint32_t l = 0; l < model.layers.size(); ++l) {
         const models::LayerConfig& L = model.layers[l];
         layer_contexts_.push_back(
             ember_layer_context{sizeof(ember_layer_context), l, nullptr, L.n_head, L.head_dim, L.n_head_kv, L.n_ff});
@@ -355,6 +361,13 @@ void ExperimentRunner::log(LogLevel level, std::string_view experiment, std::str
         return;
     }
     fmt::print(stderr, "[{}] {}: {}\n", experiment, level_name(level), message);
+}
+
+std::uint64_t ExperimentRunner::host_generated_token_ids(void* host_data, const std::uint32_t** ids) noexcept {
+    const auto* e = static_cast<const Entry*>(host_data);
+    const std::vector<std::uint32_t>& generated = e->runner->generated_;
+    if (ids) *ids = generated.data();
+    return generated.size();
 }
 
 void ExperimentRunner::host_log(void* host_data, std::uint32_t level, const char* message) noexcept {

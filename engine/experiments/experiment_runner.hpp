@@ -152,6 +152,9 @@ public:
     // Whether any enabled experiment implements and subscribes to `stage`.
     bool wants(hooks::Stage stage) const override { return (subscribed_ & hooks::stage_bit(stage)) != 0; }
 
+    // A token the generation chose (the 1.1 host service generated_token_ids shows them).
+    void on_token(std::uint32_t token) { generated_.push_back(token); }
+
     void on_generation_complete(std::size_t generated_tokens, StopReason reason);
 
     // The run failed (for any reason): tells on_error to every experiment still enabled,
@@ -185,6 +188,7 @@ private:
     double elapsed_ms() const;
     void log(LogLevel level, std::string_view experiment, std::string_view message) const;
     static void host_log(void* host_data, std::uint32_t level, const char* message) noexcept;
+    static std::uint64_t host_generated_token_ids(void* host_data, const std::uint32_t** ids) noexcept;
 
     RunInfo run_;
     RunnerOptions options_;
@@ -192,6 +196,7 @@ private:
     std::vector<std::unique_ptr<Entry>> entries_;
     std::vector<std::string> failures_;
     hooks::StageMask subscribed_ = 0;  // union of the enabled entries' stages
+    std::vector<std::uint32_t> generated_;
 
     ember_model_context model_context_{};
     std::vector<ember_layer_context> layer_contexts_;  // per layer: its geometry (execution set per call)

@@ -30,6 +30,7 @@
 #include <string_view>
 
 #include "ember/stages.h"
+#include "kernels/rows.hpp"
 
 namespace ember::hooks {
 
@@ -124,18 +125,20 @@ struct EvalInfo {
 // The layer argument of stage() for the logits stages.
 inline constexpr std::uint32_t kNoLayer = UINT32_MAX;
 
+// The family code hands the stage sites its own Rows (contiguous): nothing is computed
+// at a site for DisabledHooks, not even the view.
 struct DisabledHooks {
     static constexpr bool enabled = false;
     static constexpr bool wants(Stage) { return false; }
-    [[gnu::always_inline]] void before_layer(const EvalInfo&, std::uint32_t, TensorView) {}
-    [[gnu::always_inline]] void attention_pattern(const EvalInfo&, std::uint32_t, TensorView) {}
-    [[gnu::always_inline]] void head_outputs(const EvalInfo&, std::uint32_t, TensorView) {}
-    [[gnu::always_inline]] void after_attention(const EvalInfo&, std::uint32_t, TensorView) {}
-    [[gnu::always_inline]] void mlp_activation(const EvalInfo&, std::uint32_t, TensorView) {}
-    [[gnu::always_inline]] void after_mlp(const EvalInfo&, std::uint32_t, TensorView) {}
-    [[gnu::always_inline]] void after_layer(const EvalInfo&, std::uint32_t, TensorView) {}
-    [[gnu::always_inline]] void before_logits(const EvalInfo&, TensorView) {}
-    [[gnu::always_inline]] void after_logits(const EvalInfo&, TensorView) {}
+    [[gnu::always_inline]] void before_layer(const EvalInfo&, std::uint32_t, const kernels::Rows&) {}
+    [[gnu::always_inline]] void attention_pattern(const EvalInfo&, std::uint32_t, const kernels::Rows&) {}
+    [[gnu::always_inline]] void head_outputs(const EvalInfo&, std::uint32_t, const kernels::Rows&) {}
+    [[gnu::always_inline]] void after_attention(const EvalInfo&, std::uint32_t, const kernels::Rows&) {}
+    [[gnu::always_inline]] void mlp_activation(const EvalInfo&, std::uint32_t, const kernels::Rows&) {}
+    [[gnu::always_inline]] void after_mlp(const EvalInfo&, std::uint32_t, const kernels::Rows&) {}
+    [[gnu::always_inline]] void after_layer(const EvalInfo&, std::uint32_t, const kernels::Rows&) {}
+    [[gnu::always_inline]] void before_logits(const EvalInfo&, const kernels::Rows&) {}
+    [[gnu::always_inline]] void after_logits(const EvalInfo&, const kernels::Rows&) {}
 };
 
 class ActiveHooks {
@@ -149,6 +152,9 @@ public:
     // pattern) for a stage nobody wants. Called per layer, so cheap.
     virtual bool wants(Stage /*stage*/) const { return true; }
 
+    // The view of the engine's own rows (contiguous) at a stage site.
+    static TensorView view(const kernels::Rows& r) { return {r.data, r.rows, r.cols}; }
+
     void before_layer(const EvalInfo& e, std::uint32_t l, TensorView t) { stage(Stage::BeforeLayer, e, l, t); }
     void attention_pattern(const EvalInfo& e, std::uint32_t l, TensorView t) { stage(Stage::AttentionPattern, e, l, t); }
     void head_outputs(const EvalInfo& e, std::uint32_t l, TensorView t) { stage(Stage::HeadOutputs, e, l, t); }
@@ -158,6 +164,15 @@ public:
     void after_layer(const EvalInfo& e, std::uint32_t l, TensorView t) { stage(Stage::AfterLayer, e, l, t); }
     void before_logits(const EvalInfo& e, TensorView t) { stage(Stage::BeforeLogits, e, kNoLayer, t); }
     void after_logits(const EvalInfo& e, TensorView t) { stage(Stage::AfterLogits, e, kNoLayer, t); }
+    void before_layer(const EvalInfo& e, std::uint32_t l, const kernels::Rows& r) { before_layer(e, l, view(r)); }
+    void attention_pattern(const EvalInfo& e, std::uint32_t l, const kernels::Rows& r) { attention_pattern(e, l, view(r)); }
+    void head_outputs(const EvalInfo& e, std::uint32_t l, const kernels::Rows& r) { head_outputs(e, l, view(r)); }
+    void after_attention(const EvalInfo& e, std::uint32_t l, const kernels::Rows& r) { after_attention(e, l, view(r)); }
+    void mlp_activation(const EvalInfo& e, std::uint32_t l, const kernels::Rows& r) { mlp_activation(e, l, view(r)); }
+    void after_mlp(const EvalInfo& e, std::uint32_t l, const kernels::Rows& r) { after_mlp(e, l, view(r)); }
+    void after_layer(const EvalInfo& e, std::uint32_t l, const kernels::Rows& r) { after_layer(e, l, view(r)); }
+    void before_logits(const EvalInfo& e, const kernels::Rows& r) { before_logits(e, view(r)); }
+    void after_logits(const EvalInfo& e, const kernels::Rows& r) { after_logits(e, view(r)); }
 };
 
 }  // namespace ember::hooks

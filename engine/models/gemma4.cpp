@@ -178,7 +178,7 @@ void Gemma4Model::forward(const Evaluation& eval, ForwardState& state, kernels::
         const std::size_t q_width = L.n_head * D;
         const std::size_t kv_width = L.n_head_kv * D;
 
-        hooks.before_layer(info, il, tensor_view(x));
+        hooks.before_layer(info, il, x);
 
         // ---- attention block ----
         Rows h = Workspace::rows(ws.normed, T, E);                // [T, E]
@@ -217,22 +217,22 @@ void Gemma4Model::forward(const Evaluation& eval, ForwardState& state, kernels::
         Rows pattern = pattern_buffer(hooks, ws, L.n_head, T, n_kv);  // empty unless wanted
         ops.attention({"kqv", layer, OpKind::Attention}, q, cache_k.slice(0, n_kv), cache_v.slice(0, n_kv), first,
                       attention_params(c, L), attn, pattern);
-        if (pattern.data) hooks.attention_pattern(info, il, tensor_view(pattern));
-        hooks.head_outputs(info, il, tensor_view(attn));
+        if (pattern.data) hooks.attention_pattern(info, il, pattern);
+        hooks.head_outputs(info, il, attn);
         ops.matmul({"attn_output", layer, OpKind::Projection}, attn, w.attn_output, attn_out);
         ops.rms_norm({"attn_post_norm", layer, OpKind::Norm}, attn_out, w.post_attention_norm, eps, attn_out);
 
-        hooks.after_attention(info, il, tensor_view(attn_out));
+        hooks.after_attention(info, il, attn_out);
         ops.add({"attn_out", layer, OpKind::ResidualAdd}, x, attn_out, x);
 
         // ---- MLP block: post_norm(down(gelu(gate(h)) * up(h))) ----
         Rows activation = feed_forward_activation(ops, layer, GateActivation::Gelu, w.ffn, eps, x, ws);  // [T, n_ff]
-        hooks.mlp_activation(info, il, tensor_view(activation));
+        hooks.mlp_activation(info, il, activation);
         Rows mlp_out = Workspace::rows(ws.mlp_out, T, E);  // [T, E]
         ops.matmul({"ffn_down", layer, OpKind::Projection}, activation, w.ffn.down, mlp_out);
         ops.rms_norm({"ffn_post_norm", layer, OpKind::Norm}, mlp_out, w.post_ffw_norm, eps, mlp_out);
 
-        hooks.after_mlp(info, il, tensor_view(mlp_out));
+        hooks.after_mlp(info, il, mlp_out);
         ops.add({"pe_in", layer, OpKind::ResidualAdd}, x, mlp_out, x);
 
         // ---- per-layer embedding residual: post_norm(proj(gelu(inp_gate(x)) * inputs_l)) ----
@@ -251,7 +251,7 @@ void Gemma4Model::forward(const Evaluation& eval, ForwardState& state, kernels::
             ops.scale({"layer_output_scale", layer, OpKind::Scale}, x, *w.layer_output_scale, x);
         }
 
-        hooks.after_layer(info, il, tensor_view(x));
+        hooks.after_layer(info, il, x);
     }
 
     // ---- logits for the last row, or for every row when asked (soft-capped in lm_head) ----
@@ -259,9 +259,9 @@ void Gemma4Model::forward(const Evaluation& eval, ForwardState& state, kernels::
     Rows normed = Workspace::rows(ws.final_normed, R, E);    // [R, E]
     Rows logits = Workspace::rows(ws.logits, R, c.n_vocab);  // [R, n_vocab]
     final_norm(ops, x.slice(T - R, R), normed);
-    hooks.before_logits(info, tensor_view(normed));
+    hooks.before_logits(info, normed);
     lm_head(ops, normed, logits);
-    hooks.after_logits(info, tensor_view(logits));
+    hooks.after_logits(info, logits);
 }
 
 template void Gemma4Model::forward<hooks::DisabledHooks>(const Evaluation&, ForwardState&, kernels::Ops&,

@@ -90,30 +90,30 @@ void LlamaModel::forward(const Evaluation& eval, ForwardState& state, kernels::O
         const LlamaLayer& w = w_.layers[il];
         const auto layer = static_cast<std::int32_t>(il);
 
-        hooks.before_layer(info, il, tensor_view(x));
+        hooks.before_layer(info, il, x);
 
         // ---- attention block: attn_output(softmax(q k^T / sqrt(D)) v) ----
         Rows pattern = pattern_buffer(hooks, ws, L.n_head, T, n_kv);  // empty unless wanted
         const AttentionSite site{layer, &c, &L, w_.rope_freqs, first};
         Rows heads = attention_heads(ops, site, w.attn, x, state.kv_cache, ws, pattern);  // [T, H * D]
-        if (pattern.data) hooks.attention_pattern(info, il, tensor_view(pattern));
-        hooks.head_outputs(info, il, tensor_view(heads));
+        if (pattern.data) hooks.attention_pattern(info, il, pattern);
+        hooks.head_outputs(info, il, heads);
         Rows attn_out = Workspace::rows(ws.attention_out, T, E);  // [T, E]
         ops.matmul({"attn_output", layer, OpKind::Projection}, heads, w.attn.output, attn_out);
 
-        hooks.after_attention(info, il, tensor_view(attn_out));
+        hooks.after_attention(info, il, attn_out);
         ops.add({"ffn_inp", layer, OpKind::ResidualAdd}, x, attn_out, x);
 
         // ---- MLP block: down(silu(gate(h)) * up(h)) ----
         Rows activation = feed_forward_activation(ops, layer, GateActivation::Silu, w.ffn, eps, x, ws);  // [T, n_ff]
-        hooks.mlp_activation(info, il, tensor_view(activation));
+        hooks.mlp_activation(info, il, activation);
         Rows mlp_out = Workspace::rows(ws.mlp_out, T, E);  // [T, E]
         ops.matmul({"ffn_down", layer, OpKind::Projection}, activation, w.ffn.down, mlp_out);
 
-        hooks.after_mlp(info, il, tensor_view(mlp_out));
+        hooks.after_mlp(info, il, mlp_out);
         ops.add({"l_out", layer, OpKind::ResidualAdd}, x, mlp_out, x);
 
-        hooks.after_layer(info, il, tensor_view(x));
+        hooks.after_layer(info, il, x);
     }
 
     // ---- logits for the last row, or for every row when asked ----
@@ -121,9 +121,9 @@ void LlamaModel::forward(const Evaluation& eval, ForwardState& state, kernels::O
     Rows normed = Workspace::rows(ws.final_normed, R, E);  // [R, E]
     Rows logits = Workspace::rows(ws.logits, R, c.n_vocab);  // [R, n_vocab]
     final_norm(ops, x.slice(T - R, R), normed);
-    hooks.before_logits(info, tensor_view(normed));
+    hooks.before_logits(info, normed);
     lm_head(ops, normed, logits);
-    hooks.after_logits(info, tensor_view(logits));
+    hooks.after_logits(info, logits);
 }
 
 template void LlamaModel::forward<hooks::DisabledHooks>(const Evaluation&, ForwardState&, kernels::Ops&,

@@ -87,9 +87,6 @@ std::unique_ptr<Model> load_model(const gguf::File& file, std::optional<Family> 
 kernels::RopeParams rope_params(const ModelConfig& config, const LayerConfig& layer, std::span<const float> freq_factors);
 kernels::AttentionParams attention_params(const ModelConfig& config, const LayerConfig& layer);
 
-// The hook view of an activation the model owns.
-inline hooks::TensorView tensor_view(const kernels::Rows& rows) { return {rows.data, rows.rows, rows.cols}; }
-
 // Where a layer's attention probabilities go: [n_head * T, n_kv] in the workspace when the
 // hooks want the attention_pattern stage, else empty (nothing is materialised). With
 // DisabledHooks this is constantly empty.

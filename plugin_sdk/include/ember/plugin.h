@@ -69,8 +69,7 @@ enum {
     EMBER_STOP_MAX_TOKENS = 0,        /* generated max_tokens tokens */
     EMBER_STOP_END_OF_GENERATION = 1, /* the model produced an end-of-generation token */
     EMBER_STOP_CONTEXT_FULL = 2,      /* the context window is full */
-    EMBER_STOP_ERROR = 3,             /* the run failed (on_error) */
-    EMBER_STOP_SKIPPED = 4            /* 1.1: an experiment skipped inference (skip_inference) */
+    EMBER_STOP_ERROR = 3              /* the run failed (on_error) */
 };
 /* 1.1 descriptor flags. */
 enum {
@@ -176,14 +175,6 @@ typedef struct ember_host_services {
     /* The ids generated so far (the prompt excluded): stores a pointer valid until the
      * call returns and returns their count. */
     uint64_t (*generated_token_ids)(void* host_data, const uint32_t** ids);
-    /* Only from before_prefill: skip inference and take `ids` as the generated tokens.
-     * No evaluation runs and no tensor stage fires; on_generation_complete still runs
-     * (stop reason EMBER_STOP_SKIPPED) and run.json names the experiment that skipped.
-     * The host copies the ids. EMBER_FAILED (with a message in the log) elsewhere. */
-    ember_status (*skip_inference)(void* host_data, const uint32_t* ids, uint64_t count);
-    /* Only from before_prefill: replace the prompt text before it is tokenized (run.json
-     * records both texts). The host copies the text; the prefill then runs on it. */
-    ember_status (*rewrite_prompt)(void* host_data, const char* text);
 } ember_host_services;
 
 /* The first member of the descriptor. Never changes, whatever the major version. */
@@ -301,7 +292,7 @@ EMBER_STATIC_ASSERT(sizeof(ember_generation_context) == 48, "ember_generation_co
 EMBER_STATIC_ASSERT(offsetof(ember_generation_context, model) == 40, "ember_generation_context layout");
 EMBER_STATIC_ASSERT(sizeof(ember_run_info) == 80, "ember_run_info layout");
 EMBER_STATIC_ASSERT(offsetof(ember_run_info, prompt_token_count) == 72, "ember_run_info layout");
-EMBER_STATIC_ASSERT(sizeof(ember_host_services) == 64, "ember_host_services layout");
+EMBER_STATIC_ASSERT(sizeof(ember_host_services) == 48, "ember_host_services layout");
 EMBER_STATIC_ASSERT(offsetof(ember_host_services, generated_token_ids) == 40, "ember_host_services layout");
 EMBER_STATIC_ASSERT(offsetof(ember_host_services, run_info) == 32, "ember_host_services layout");
 EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, name) == 16, "ember_plugin_descriptor layout");

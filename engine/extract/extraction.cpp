@@ -71,7 +71,7 @@ WrittenArrays write_arrays(RunDirectoryWriter& writer, const Extractor& extracto
     WrittenArrays out;
     out.tensor_contract = tensor_contract(s);
     for (const Capture* c : extractor.captures()) {
-        const FileRecord file = writer.write_npy_f32(capture_file_name(*c), c->values.data(), {c->positions.size(), c->cols});
+        const FileRecord file = writer.write_npy_f32(capture_file_name(*c), c->values.data(), {c->rows(), c->cols});
         out.tensors.push_back(tensor_entry(*c, file));
     }
     if (const Capture* c = extractor.logits()) {

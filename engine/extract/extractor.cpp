@@ -44,6 +44,7 @@ void copy_pattern_rows(Capture& capture, const hooks::EvalInfo& eval, hooks::Ten
     const std::size_t n_head = view.rows / T;
     if (capture.values.empty()) {
         capture.cols = view.cols;
+        capture.rows_per_position = n_head;
         capture.values.resize(capture.positions.size() * n_head * view.cols);
     }
     if (capture.cols != view.cols || capture.values.size() != capture.positions.size() * n_head * view.cols) {

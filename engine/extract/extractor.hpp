@@ -25,7 +25,9 @@ struct Capture {
     std::optional<std::uint32_t> layer;  // none for the logits stages
     std::vector<std::size_t> positions;  // ascending
     std::size_t cols = 0;
+    std::size_t rows_per_position = 1;   // attention_pattern: n_head
     std::vector<float> values;           // row-major
+    std::size_t rows() const { return positions.size() * rows_per_position; }
     std::size_t rows_seen = 0;           // rows copied so far
 };
 

@@ -137,18 +137,24 @@ std::string capture_file_name(const Capture& c) {
 }
 
 json::object tensor_entry(const Capture& c, const FileRecord& file) {
-    return {
+    json::object entry{
         {"file", file.name},
         {"stage", hooks::stage_name(c.stage)},
         {"layer", c.layer ? json::value(*c.layer) : json::value(nullptr)},
         {"phase", "prefill"},
         {"positions", json::value_from(c.positions)},
-        {"shape", {c.positions.size(), c.cols}},
+        {"shape", {c.rows(), c.cols}},
         {"dtype", "float32"},
-        {"rows", "prompt positions, in the order of 'positions'"},
-        {"columns", column_meaning(c.stage)},
+        {"rows", c.stage == hooks::Stage::AttentionPattern
+                     ? "n_head rows per prompt position: row i * n_head + h is head h of positions[i]"
+                     : "prompt positions, in the order of 'positions'"},
+        {"columns", c.stage == hooks::Stage::AttentionPattern
+                        ? "prompt positions 0 .. n_tokens - 1: the post-softmax weight of each (0 where masked)"
+                        : column_meaning(c.stage)},
         {"values_sha256", values_sha256(c.values)},
     };
+    if (c.rows_per_position != 1) entry["rows_per_position"] = c.rows_per_position;
+    return entry;
 }
 
 }  // namespace ember::extract

@@ -100,7 +100,10 @@ public:
         const json::value* shape = entry.if_contains("shape");
         const json::value* file = entry.if_contains("file");
         if (!positions || !positions->is_array() || !shape || !shape->is_array() || shape->as_array().size() != 2) return;
-        if (shape->as_array()[0].to_number<std::size_t>() != positions->as_array().size()) {
+        // attention_pattern: n_head rows per position (rows_per_position).
+        const json::value* per_position = entry.if_contains("rows_per_position");
+        const std::size_t rows_each = per_position && per_position->is_number() ? per_position->to_number<std::size_t>() : 1;
+        if (shape->as_array()[0].to_number<std::size_t>() != positions->as_array().size() * rows_each) {
             problem(file && file->is_string() ? std::string(file->as_string()) : std::string(kManifestName),
                     "has a row count different from its number of positions");
         }

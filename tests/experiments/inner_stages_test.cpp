@@ -386,4 +386,35 @@ TEST_CASE("the built-ins on a real model: ablate heads = [h] zeroes that head, c
     }
 }
 
+TEST_CASE("ember extract records the inner stages with the shapes docs/formats.md gives, and verifies") {
+    const Fixture f("synth-qwen3-q8_0");
+    const models::LayerConfig& L = f.config().layers[1];
+    TempDir out;
+    const auto dir = out.path() / "run";
+    const auto extract = run_command(std::string(EMBER_BINARY) + " extract --route reference --model " +
+                                         shell_quote(fixture_path("models/synth-qwen3-q8_0.gguf").string()) +
+                                         " --prompt " + shell_quote("مرحبا بالعالم") + " --out " + shell_quote(dir.string()) +
+                                         " --stages head_outputs,attention_pattern,mlp_activation --layers 1",
+                                     true);
+    REQUIRE_MESSAGE(extract.exit_code == 0, extract.output);
+    const auto heads = ember::npy::read(dir / "head_outputs.layer1.npy");
+    REQUIRE(heads.shape.size() == 2);
+    const std::size_t T = heads.shape[0];
+    CHECK(heads.shape[1] == std::size_t{L.n_head} * L.head_dim);
+    CHECK(ember::npy::read(dir / "mlp_activation.layer1.npy").shape == std::vector<std::size_t>{T, L.n_ff});
+    const auto pattern = ember::npy::read(dir / "attention_pattern.layer1.npy");
+    REQUIRE(pattern.shape == std::vector<std::size_t>{T * L.n_head, T});
+    for (std::size_t r = 0; r < T * L.n_head; ++r) {
+        const std::size_t position = r / L.n_head;  // row i * n_head + h
+        double sum = 0.0;
+        for (std::size_t j = 0; j < T; ++j) {
+            sum += pattern.values[r * T + j];
+            if (j > position) CHECK(pattern.values[r * T + j] == 0.0f);
+        }
+        CHECK(std::abs(sum - 1.0) <= 1e-6);
+    }
+    const auto verify = run_command(std::string(EMBER_BINARY) + " verify " + shell_quote(dir.string()), true);
+    CHECK_MESSAGE(verify.exit_code == 0, verify.output);
+}
+
 }  // namespace ember::test

@@ -28,6 +28,7 @@ int run_run(const std::vector<std::string>& args) {
         ("experiment", po::value<std::vector<std::string>>()->composing(),
          "load this experiment plugin after the config's (repeatable; runs in the order given)")
         ("model", po::value<std::string>(), "run this GGUF model instead of the config's [model] path")
+        ("no-defaults", "leave out the defaults file's experiments (as [hooks] defaults = false)")
         ("trace", po::value<std::string>(), "write the operation journal to FILE (as [tracing] enabled = true, path = FILE)")
         ("config", po::value<std::string>(), "the run config (TOML)");
     po::positional_options_description positional;
@@ -40,6 +41,7 @@ int run_run(const std::vector<std::string>& args) {
 
     config::LoadOptions load;
     load.defaults_file = config::find_defaults_file();
+    load.no_defaults = vm.count("no-defaults") > 0;
     if (vm.count("experiment")) {
         for (const auto& plugin : vm["experiment"].as<std::vector<std::string>>())
             load.command_line_experiments.emplace_back(plugin);

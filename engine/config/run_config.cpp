@@ -120,6 +120,7 @@ HooksSection parse_hooks(const toml::table& table, const std::string& file) {
     if (auto v = r.choice("failure", {"strict", "fail_open"}))
         h.failure = *v == "strict" ? FailurePolicy::Strict : FailurePolicy::FailOpen;
     if (auto v = r.integer("timeout_ms", 0, kMaxInt32)) h.timeout_ms = static_cast<std::uint32_t>(*v);
+    if (auto v = r.boolean("defaults")) h.defaults = *v;
     r.finish();
     return h;
 }
@@ -220,7 +221,8 @@ RunConfig load_run_config(const fs::path& file, const LoadOptions& options) {
     if (c.output.dir.empty()) c.output.dir = base / "runs" / c.source.stem();
     if (c.tracing.path.empty()) c.tracing.path = c.output.dir / "trace.jsonl";
 
-    if (options.defaults_file) c.experiments = load_defaults_file(*options.defaults_file);
+    if (options.no_defaults) c.hooks.defaults = false;
+    if (options.defaults_file && c.hooks.defaults) c.experiments = load_defaults_file(*options.defaults_file);
     for (auto& e : own) c.experiments.push_back(std::move(e));
     std::size_t n = 0;
     for (const auto& plugin : options.command_line_experiments) {
@@ -261,6 +263,13 @@ boost::json::object output_json(const OutputSection& o) {
 
 }  // namespace
 
+// "defaults" appears only when false, so configs that never mention it keep their hash.
+static boost::json::object hooks_json(const HooksSection& h) {
+    boost::json::object o{{"failure", failure_policy_name(h.failure)}, {"timeout_ms", h.timeout_ms}};
+    if (!h.defaults) o["defaults"] = false;
+    return o;
+}
+
 boost::json::object to_json(const RunConfig& c) {
     namespace json = boost::json;
     json::object prompt;
@@ -291,7 +300,7 @@ boost::json::object to_json(const RunConfig& c) {
           {"seed", c.generation.seed}}},
         {"tracing", {{"enabled", c.tracing.enabled}, {"path", c.tracing.path.string()}}},
         {"output", output_json(c.output)},
-        {"hooks", {{"failure", failure_policy_name(c.hooks.failure)}, {"timeout_ms", c.hooks.timeout_ms}}},
+        {"hooks", hooks_json(c.hooks)},
         {"experiments", std::move(experiments)},
     };
 }

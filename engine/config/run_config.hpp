@@ -79,6 +79,7 @@ boost::json::object extraction_json(const OutputSection& output);
 struct HooksSection {
     FailurePolicy failure = FailurePolicy::Strict;
     std::uint32_t timeout_ms = 0;  // 0 = no timeout
+    bool defaults = true;          // false: the defaults file's experiments are left out
 };
 
 struct ExperimentEntry {
@@ -104,6 +105,8 @@ struct LoadOptions {
     std::optional<std::filesystem::path> defaults_file;
     // --experiment plugins, resolved against the current directory.
     std::vector<std::filesystem::path> command_line_experiments;
+    // --no-defaults: leave the defaults file out (as [hooks] defaults = false).
+    bool no_defaults = false;
 };
 
 RunConfig load_run_config(const std::filesystem::path& file, const LoadOptions& options = {});

@@ -56,6 +56,10 @@ public:
     // zero beyond. Function pointers in it are valid while this object lives.
     const ember_plugin_descriptor& descriptor() const { return descriptor_; }
 
+    // Whether instances may run at the same time in one process (1.1's
+    // EMBER_PLUGIN_FLAG_CONCURRENT; a 1.0 plugin never declares it).
+    bool concurrent() const { return (descriptor_.flags & EMBER_PLUGIN_FLAG_CONCURRENT) != 0; }
+
     // The stages (not create/destroy) whose function pointer is set, in firing order.
     std::vector<StageId> implemented_stages() const;
     bool implements(StageId stage) const;

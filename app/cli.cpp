@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "common/error.hpp"
+#include "common/input_file.hpp"
 #include "common/json_pretty.hpp"
 
 namespace ember::app {
@@ -40,7 +41,7 @@ std::string read_prompt(const po::variables_map& vm) {
     const bool has_file = vm.count("file") > 0;
     if (has_text == has_file) throw UsageError("give exactly one of --prompt TEXT or --file PATH");
     if (has_text) return vm["prompt"].as<std::string>();
-    return read_file(vm["file"].as<std::string>(), "prompt file");
+    return read_input_file(vm["file"].as<std::string>(), "prompt file");
 }
 
 std::string read_file(const std::filesystem::path& path, std::string_view what) {

@@ -22,6 +22,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
+#include "config/run_config.hpp"
 #include "gguf/gguf_file.hpp"
 #include "models/model.hpp"
 #include "runtime/sampler.hpp"
@@ -118,6 +119,8 @@ int run_bench(const std::vector<std::string>& args) {
     session_options.route = *route;
     session_options.kv_type = *kv_type;
     session_options.threads = positive_option(vm, "threads", 1);
+    if (session_options.threads > static_cast<std::size_t>(config::kMaxThreads))
+        throw UsageError(fmt::format("ember bench: --threads {} must be at most {}", session_options.threads, config::kMaxThreads));
     session_options.context_length = positive_option(vm, "ctx", 1);
     session_options.max_batch = prompt_tokens;
     if (prompt_tokens + gen_tokens > session_options.context_length) {

@@ -45,7 +45,8 @@ config::RunConfig config_from_options(const po::variables_map& vm) {
         throw UsageError(fmt::format("--route '{}' is not one of reference, fast", c.model.route));
     const long long threads = vm["threads"].as<long long>();
     const long long ctx = vm["ctx"].as<long long>();
-    if (threads < 0 || threads > 4096) throw UsageError("--threads must be in [0, 4096] (0: every hardware thread)");
+    if (threads < 0 || threads > config::kMaxThreads)
+        throw UsageError(fmt::format("--threads must be in [0, {}] (0: every hardware thread)", config::kMaxThreads));
     if (ctx < 0 || ctx > INT32_MAX) throw UsageError("--ctx must be >= 0 (0: min(4096, the training context))");
     c.model.threads = static_cast<std::uint32_t>(threads);
     c.model.ctx = static_cast<std::uint32_t>(ctx);

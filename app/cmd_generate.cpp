@@ -16,6 +16,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
+#include "config/run_config.hpp"
 #include "generation_output.hpp"
 #include "gguf/gguf_file.hpp"
 #include "models/model.hpp"
@@ -38,6 +39,13 @@ std::size_t count_option(const po::variables_map& vm, const char* name, long lon
     return static_cast<std::size_t>(v);
 }
 
+// An option the run config also sets, in the same range as its config key.
+long long ranged_option(const po::variables_map& vm, const char* name, long long min, long long max) {
+    const long long v = vm[name].as<long long>();
+    if (v < min || v > max) throw UsageError(fmt::format("ember generate: --{} {} must be in [{}, {}]", name, v, min, max));
+    return v;
+}
+
 // A float option as the decimal the user wrote (0.8, not 0.800000011920929).
 double shortest(float v) { return std::stod(fmt::format("{}", v)); }
 
@@ -57,7 +65,7 @@ int run_generate(const std::vector<std::string>& args) {
         ("temperature", po::value<float>()->default_value(0.0f), "0: greedy; > 0: seeded sampling")
         ("top-k", po::value<long long>()->default_value(40), "sample among the K best tokens (0: all)")
         ("top-p", po::value<float>()->default_value(0.95f), "sample within the smallest set holding this probability mass")
-        ("seed", po::value<unsigned long long>()->default_value(42), "random seed for sampling")
+        ("seed", po::value<long long>()->default_value(42), "random seed for sampling")
         ("threads", po::value<long long>()->default_value(default_threads), "threads (default: the hardware threads)")
         ("arch", po::value<std::string>()->default_value("auto"), "expected architecture: auto|llama|qwen3|gemma4")
         ("no-bos", po::bool_switch(), "do not add the BOS token even if the model asks for it")
@@ -81,13 +89,13 @@ int run_generate(const std::vector<std::string>& args) {
     generation.sampling.temperature = vm["temperature"].as<float>();
     generation.sampling.top_k = static_cast<std::uint32_t>(std::min<std::size_t>(count_option(vm, "top-k", 0), UINT32_MAX));
     generation.sampling.top_p = vm["top-p"].as<float>();
-    generation.sampling.seed = vm["seed"].as<unsigned long long>();
+    generation.sampling.seed = static_cast<std::uint64_t>(ranged_option(vm, "seed", 0, config::kMaxSeed));
     runtime::validate(generation.sampling);
     runtime::SessionOptions session_options;
     session_options.route = *route;
     session_options.kv_type = *kv_type;
     session_options.context_length = count_option(vm, "ctx", 0);
-    session_options.threads = count_option(vm, "threads", 1);
+    session_options.threads = static_cast<std::size_t>(ranged_option(vm, "threads", 1, config::kMaxThreads));
 
     const auto start = Clock::now();
     const gguf::File file = gguf::File::open(model_path);

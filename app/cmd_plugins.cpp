@@ -1,9 +1,13 @@
 // ember plugins validate PLUGIN.so... [--json]
-// Loads each plugin and checks its descriptor (the ABI checks of PluginLibrary::load),
-// then prints it: name, version, description, ABI version and implemented stages. The
-// plugin is never instantiated. Exit 1 when a plugin is refused, naming it.
+// Checks each plugin's descriptor (the ABI checks of PluginLibrary::load) in a child
+// process, then prints it: name, version, description, ABI version and implemented
+// stages. The plugin is never instantiated, and its own code (static constructors) runs
+// only in the child: a plugin that crashes or hangs while loading is reported by name
+// ("plugin 'PATH' crashed (SIGSEGV) while loading"). Exit 1 when a plugin is refused.
 #include <fmt/format.h>
+#include <sys/wait.h>
 
+#include "child_process.hpp"
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
@@ -13,6 +17,9 @@ namespace ember::app {
 namespace {
 
 namespace json = boost::json;
+
+// How long loading one plugin may take before the child inspecting it is ended.
+constexpr int kInspectLimitMs = 30'000;
 
 json::object describe(const experiments::PluginLibrary& plugin) {
     json::array stages;
@@ -28,22 +35,53 @@ json::object describe(const experiments::PluginLibrary& plugin) {
     };
 }
 
-void print_text(const experiments::PluginLibrary& plugin) {
+void print_text(const json::object& plugin) {
     std::string stages;
-    for (auto s : plugin.implemented_stages())
-        stages += fmt::format("{}{}", stages.empty() ? "" : ", ", experiments::stage_id_name(s));
-    fmt::print("plugin:      {}\n", plugin.path().string());
-    fmt::print("name:        {}\n", plugin.name());
-    fmt::print("version:     {}\n", plugin.version());
-    fmt::print("description: {}\n", plugin.description());
-    fmt::print("abi:         {}.{} (descriptor {} bytes; this ember implements {}.{})\n", plugin.abi_major(),
-               plugin.abi_minor(), plugin.declared_size(), EMBER_PLUGIN_ABI_MAJOR, EMBER_PLUGIN_ABI_MINOR);
+    for (const auto& s : plugin.at("stages").as_array())
+        stages += fmt::format("{}{}", stages.empty() ? "" : ", ", std::string_view(s.as_string()));
+    const auto text = [&](const char* key) { return std::string_view(plugin.at(key).as_string()); };
+    fmt::print("plugin:      {}\n", text("plugin"));
+    fmt::print("name:        {}\n", text("name"));
+    fmt::print("version:     {}\n", text("version"));
+    fmt::print("description: {}\n", text("description"));
+    fmt::print("abi:         {} (descriptor {} bytes; this ember implements {}.{})\n", text("abi"),
+               plugin.at("descriptor_size").to_number<std::uint64_t>(), EMBER_PLUGIN_ABI_MAJOR, EMBER_PLUGIN_ABI_MINOR);
     fmt::print("stages:      {}\n", stages.empty() ? "(none)" : stages);
+}
+
+// The descriptor as the child process saw it; ember::Error naming the plugin otherwise.
+json::object inspect_in_child(const std::string& path) {
+    const CapturedChild child = run_self_captured({"plugins", "inspect-in-this-process", path}, kInspectLimitMs);
+    const std::string name = std::filesystem::absolute(path).lexically_normal().string();
+    if (child.timed_out)
+        throw Error(fmt::format("plugin '{}' was still loading after {} s (its static constructors?)", name,
+                                kInspectLimitMs / 1000));
+    if (WIFEXITED(child.status) && WEXITSTATUS(child.status) == kExitOk) {
+        boost::system::error_code ec;
+        json::value described = json::parse(child.out, ec);
+        if (!ec && described.is_object()) return described.as_object();
+        if (!child.out.empty())
+            throw Error(fmt::format("plugin '{}' wrote to stdout while loading; its descriptor could not be read", name));
+    }
+    if (WIFEXITED(child.status) && WEXITSTATUS(child.status) == kExitFailure) {
+        const std::size_t start = child.err.rfind("error: ");
+        if (start != std::string::npos) {
+            std::string message = child.err.substr(start + 7);
+            while (!message.empty() && message.back() == '\n') message.pop_back();
+            throw Error(message);
+        }
+    }
+    throw Error(fmt::format("plugin '{}' crashed ({}) while loading", name, end_text(child.status)));
 }
 
 }  // namespace
 
 int run_plugins(const std::vector<std::string>& args) {
+    // The child's side: load one plugin here and print its descriptor as JSON.
+    if (args.size() == 2 && args[0] == "inspect-in-this-process") {
+        print_json(describe(*experiments::PluginLibrary::load(args[1])));
+        return kExitOk;
+    }
     po::options_description options("ember plugins validate PLUGIN.so... [--json]");
     options.add_options()("json", "print the descriptors as JSON");
     po::options_description hidden;
@@ -63,14 +101,14 @@ int run_plugins(const std::vector<std::string>& args) {
     json::array described;
     bool first = true;
     for (const auto& path : vm["plugin"].as<std::vector<std::string>>()) {
-        const auto plugin = experiments::PluginLibrary::load(path);
+        json::object plugin = inspect_in_child(path);
         if (vm.count("json")) {
-            described.push_back(describe(*plugin));
+            described.push_back(std::move(plugin));
             continue;
         }
         if (!first) fmt::print("\n");
         first = false;
-        print_text(*plugin);
+        print_text(plugin);
     }
     if (vm.count("json")) print_json(described.size() == 1 ? json::value(described.front()) : json::value(described));
     return kExitOk;

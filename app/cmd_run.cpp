@@ -16,9 +16,9 @@
 #include "commands.hpp"
 #include "common/error.hpp"
 #include "config/run_config.hpp"
-#include "experiments/plugin_library.hpp"
 #include "generation_output.hpp"
 #include "run_job.hpp"
+#include "supervised_run.hpp"
 
 namespace ember::app {
 
@@ -31,6 +31,7 @@ int run_run(const std::vector<std::string>& args) {
         ("no-defaults", "leave out the defaults file's experiments (as [hooks] defaults = false)")
         ("trace", po::value<std::string>(), "write the operation journal to FILE (as [tracing] enabled = true, path = FILE)")
         ("config", po::value<std::string>(), "the run config (TOML)");
+    if (args.size() == 1 && args[0] == "--worker") run_worker();  // started by a supervisor, never by hand
     po::positional_options_description positional;
     positional.add("config", 1);
     po::variables_map vm;
@@ -55,10 +56,8 @@ int run_run(const std::vector<std::string>& args) {
         config.tracing.path = std::filesystem::absolute(vm["trace"].as<std::string>()).lexically_normal();
     }
 
-    // A plugin that cannot be loaded stops the run before the model is even opened.
-    std::vector<std::shared_ptr<const experiments::PluginLibrary>> plugins;
-    for (const auto& e : config.experiments) plugins.push_back(experiments::PluginLibrary::load(e.plugin));
-
+    // The plugins are loaded by the supervised worker (supervised_run.hpp), never here: a
+    // plugin that cannot be loaded stops the run there before anything is written.
     const LoadedModel model(config.model.path, family_from_config(config));
     TextPrinter print_token(model.tokenizer);
     RunOptions run_options;

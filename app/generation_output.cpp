@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 #include <iterator>
 
@@ -42,12 +43,23 @@ void add_text(boost::json::object& out, const tokenizer::Tokenizer& tokenizer, s
     out["text_hex"] = hex(text);
 }
 
+namespace {
+
+// A number, or for a logit an experiment made non-finite "+inf", "-inf" or "nan": JSON has no such numbers.
+boost::json::value logit_json(float v) {
+    if (std::isfinite(v)) return v;
+    if (std::isnan(v)) return "nan";
+    return v > 0 ? "+inf" : "-inf";
+}
+
+}  // namespace
+
 boost::json::array steps_json(const tokenizer::Tokenizer& tokenizer, std::span<const runtime::GenerationStep> steps) {
     boost::json::array out;
     for (const auto& s : steps) {
         const std::string piece = tokenizer.piece(s.token);
         out.push_back({{"token", s.token}, {"piece", valid_utf8(piece)}, {"piece_hex", hex(piece)},
-                       {"logit", s.logit}, {"margin", s.margin}});
+                       {"logit", logit_json(s.logit)}, {"margin", logit_json(s.margin)}});
     }
     return out;
 }

@@ -17,6 +17,7 @@
 #include "hooks/hook_chain.hpp"
 #include "generation_output.hpp"
 #include "runtime/session.hpp"
+#include "supervised_run.hpp"
 
 namespace ember::app {
 namespace {
@@ -27,17 +28,6 @@ namespace fs = std::filesystem;
 experiments::StopReason experiment_stop_reason(runtime::StopReason reason) {
     return reason == runtime::StopReason::MaxTokens ? experiments::StopReason::MaxTokens
                                                     : experiments::StopReason::EndOfGeneration;
-}
-
-json::object model_json(const LoadedModel& model) {
-    const models::ModelConfig& c = model.model->config();
-    return {{"path", model.path.string()},
-            {"sha256", model.sha256},
-            {"name", c.name},
-            {"family", models::family_name(c.family)},
-            {"n_layers", c.n_layers},
-            {"n_embd", c.n_embd},
-            {"n_vocab", c.n_vocab}};
 }
 
 // What run.json holds (docs/run-config.md, "run.json"); `result` is null for a failed run.
@@ -106,6 +96,17 @@ json::object report_json(const ReportParts& p, const experiments::RunnerSnapshot
 
 }  // namespace
 
+boost::json::object model_json(const LoadedModel& model) {
+    const models::ModelConfig& c = model.model->config();
+    return {{"path", model.path.string()},
+            {"sha256", model.sha256},
+            {"name", c.name},
+            {"family", models::family_name(c.family)},
+            {"n_layers", c.n_layers},
+            {"n_embd", c.n_embd},
+            {"n_vocab", c.n_vocab}};
+}
+
 std::optional<models::Family> family_from_config(const config::RunConfig& config) {
     if (config.model.arch == "auto") return std::nullopt;
     return models::family_from_name(config.model.arch);
@@ -122,12 +123,15 @@ std::string make_run_id() {
 }
 
 RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model, const RunOptions& options) {
+    // Experiments are other people's code: their run happens in a worker this process supervises.
+    if (!config.experiments.empty() && options.progress == nullptr && options.observer == nullptr)
+        return supervise_run(config, model, options);
     const auto start = Clock::now();
     const std::string config_hash = config::config_hash(config);
     const models::ModelConfig& model_config = model.model->config();
 
     RunOutcome outcome;
-    outcome.run_id = make_run_id();
+    outcome.run_id = options.run_id.empty() ? make_run_id() : options.run_id;
     outcome.route = config.model.route;
     outcome.config_hash = config_hash;
     outcome.threads = extract::effective_threads(config.model.threads);
@@ -198,7 +202,7 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
         if (!config.experiments.empty()) {
             runner = std::make_unique<experiments::ExperimentRunner>(
                 experiments::specs_from_config(config), info,
-                experiments::RunnerOptions{config.hooks.failure, config.hooks.timeout_ms, {}});
+                experiments::RunnerOptions{config.hooks.failure, config.hooks.timeout_ms, {}, options.progress});
             runner->on_model_loaded(model_config);
             token_sink = runner.get();
         }

@@ -14,14 +14,18 @@
 // the journal (when it lies in the directory) and the arrays with their checksums, so
 // `ember verify` can check the whole directory (docs/formats.md).
 // With no experiment the runner is never built and the loop is given no hooks: the
-// forward pass is the DisabledHooks instantiation.
+// forward pass is the DisabledHooks instantiation. With one, the whole run happens in a
+// supervised worker process (supervised_run.hpp), unless options.observer is set.
 //
 // A failure after the output directory exists still writes run.json (outcome "failed",
 // the error, what was generated so far), but no trace journal and no manifest, and then
 // propagates: ExperimentFailure for a strict experiment failure (on_error was told
 // first), any other error after the experiments are told through on_error. Under fail_open a failing experiment is listed
-// in run.json and the run goes on.
+// in run.json and the run goes on. A supervised run throws ember::Error with the same
+// message, or with the crash's when its worker did not finish (run.json says "crashed").
 #pragma once
+
+#include <boost/json/object.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -33,6 +37,7 @@
 #include <vector>
 
 #include "config/run_config.hpp"
+#include "experiments/stage_record.hpp"
 #include "gguf/gguf_file.hpp"
 #include "kernels/ops.hpp"
 #include "models/model.hpp"
@@ -53,6 +58,10 @@ struct RunOptions {
     // An observer that sees every operation of the run instead of the journal that
     // [tracing] asks for (null: the journal when tracing.enabled, else none).
     kernels::OpObserver* observer = nullptr;
+    std::string run_id;  // empty: a new one (make_run_id)
+    // Set in a supervised worker (supervised_run.hpp): the run happens in this process and
+    // the runner publishes each stage it enters here.
+    experiments::StageRecord* progress = nullptr;
 };
 
 struct RunOutcome {
@@ -71,6 +80,9 @@ struct RunOutcome {
 };
 
 RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model, const RunOptions& options = {});
+
+// run.json's "model": path, sha256, name, family, n_layers, n_embd, n_vocab.
+boost::json::object model_json(const LoadedModel& model);
 
 // A new run id: UTC time and 32 random bits, "20250101T120000Z-1a2b3c4d".
 std::string make_run_id();

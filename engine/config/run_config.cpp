@@ -11,6 +11,7 @@
 
 #include "common/error.hpp"
 #include "common/sha256.hpp"
+#include "config/toml_limits.hpp"
 #include "config/toml_reader.hpp"
 #include "hooks/hooks.hpp"
 
@@ -27,15 +28,7 @@ constexpr auto kTensorStageNames = [] {
 
 constexpr std::int64_t kMaxInt32 = std::numeric_limits<std::int32_t>::max();
 
-toml::table parse_toml_file(const fs::path& file) {
-    std::error_code ec;
-    if (!fs::is_regular_file(file, ec)) throw Error(fmt::format("{}: cannot open (no such file)", file.string()));
-    try {
-        return toml::parse_file(file.string());
-    } catch (const toml::parse_error& e) {
-        throw Error(located(file.string(), e.source(), e.description()));
-    }
-}
+toml::table parse_toml_file(const fs::path& file) { return parse_toml_file_within_limits(file); }
 
 [[noreturn]] void missing_table(const std::string& file, std::string_view message) {
     throw Error(fmt::format("{}:1:1: {}", file, message));
@@ -48,7 +41,7 @@ ModelSection parse_model(const toml::table& table, const std::string& file, cons
     if (auto v = r.choice("arch", {"auto", "llama", "qwen3", "gemma4"})) m.arch = *v;
     if (auto v = r.choice("route", {"reference", "fast"})) m.route = *v;
     if (auto v = r.choice("kv_type", {"f32", "f16"})) m.kv_type = *v;
-    if (auto v = r.integer("threads", 0, 4096)) m.threads = static_cast<std::uint32_t>(*v);
+    if (auto v = r.integer("threads", 0, kMaxThreads)) m.threads = static_cast<std::uint32_t>(*v);
     if (auto v = r.integer("ctx", 0, kMaxInt32)) m.ctx = static_cast<std::uint32_t>(*v);
     r.finish();
     if (!path) r.fail_here("[model] needs path = \"model.gguf\"");
@@ -79,7 +72,7 @@ GenerationSection parse_generation(const toml::table& table, const std::string& 
     if (auto v = r.number("temperature", 0.0, 1e6)) g.temperature = *v;
     if (auto v = r.integer("top_k", 0, kMaxInt32)) g.top_k = static_cast<std::uint32_t>(*v);
     if (auto v = r.number("top_p", 0.0, 1.0)) g.top_p = *v;
-    if (auto v = r.integer("seed", 0, std::numeric_limits<std::int64_t>::max())) g.seed = static_cast<std::uint64_t>(*v);
+    if (auto v = r.integer("seed", 0, kMaxSeed)) g.seed = static_cast<std::uint64_t>(*v);
     r.finish();
     return g;
 }
@@ -120,6 +113,7 @@ HooksSection parse_hooks(const toml::table& table, const std::string& file) {
     if (auto v = r.choice("failure", {"strict", "fail_open"}))
         h.failure = *v == "strict" ? FailurePolicy::Strict : FailurePolicy::FailOpen;
     if (auto v = r.integer("timeout_ms", 0, kMaxInt32)) h.timeout_ms = static_cast<std::uint32_t>(*v);
+    if (auto v = r.integer("run_timeout_s", 0, kMaxInt32)) h.run_timeout_s = static_cast<std::uint32_t>(*v);
     if (auto v = r.boolean("defaults")) h.defaults = *v;
     r.finish();
     return h;
@@ -265,7 +259,8 @@ boost::json::object output_json(const OutputSection& o) {
 
 // "defaults" appears only when false, so configs that never mention it keep their hash.
 static boost::json::object hooks_json(const HooksSection& h) {
-    boost::json::object o{{"failure", failure_policy_name(h.failure)}, {"timeout_ms", h.timeout_ms}};
+    boost::json::object o{
+        {"failure", failure_policy_name(h.failure)}, {"timeout_ms", h.timeout_ms}, {"run_timeout_s", h.run_timeout_s}};
     if (!h.defaults) o["defaults"] = false;
     return o;
 }

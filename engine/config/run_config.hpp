@@ -14,11 +14,16 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace ember::config {
+
+// Ranges that a config key and the command-line option setting the same thing share.
+inline constexpr std::int64_t kMaxThreads = 4096;                                // model.threads, --threads
+inline constexpr std::int64_t kMaxSeed = std::numeric_limits<std::int64_t>::max();  // generation.seed, --seed
 
 enum class FailurePolicy { Strict, FailOpen };
 enum class AddBos { Auto, Yes, No };
@@ -78,8 +83,9 @@ boost::json::object extraction_json(const OutputSection& output);
 
 struct HooksSection {
     FailurePolicy failure = FailurePolicy::Strict;
-    std::uint32_t timeout_ms = 0;  // 0 = no timeout
-    bool defaults = true;          // false: the defaults file's experiments are left out
+    std::uint32_t timeout_ms = 0;     // 0 = no timeout
+    std::uint32_t run_timeout_s = 0;  // the whole supervised run; 0 = no limit
+    bool defaults = true;             // false: the defaults file's experiments are left out
 };
 
 struct ExperimentEntry {

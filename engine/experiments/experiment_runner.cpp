@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "experiments/log_line.hpp"
+
 namespace ember::experiments {
 namespace {
 
@@ -142,7 +144,12 @@ ExperimentRunner::ExperimentRunner(const std::vector<ExperimentSpec>& specs, Run
 ExperimentRunner::~ExperimentRunner() { finish(); }
 
 void ExperimentRunner::finish() {
-    for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) (*it)->destroy();
+    for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+        if (options_.progress && (*it)->instance)
+            options_.progress->enter((*it)->library->name(), "destroy", nullptr, false, 0, Clock::now());
+        (*it)->destroy();
+        if (options_.progress) options_.progress->leave();
+    }
 }
 
 void ExperimentRunner::create_all() {
@@ -169,7 +176,10 @@ void ExperimentRunner::call(Entry& e, const Site& site, Call&& invoke) {
     if (e.error_dirty) std::memset(e.error.data(), 0, e.error.size());
     ember_error_buffer buffer{e.error.data(), e.error.size()};
     const auto start = Clock::now();
+    if (options_.progress)
+        options_.progress->enter(e.library->name(), stage_id_name(site.stage), site.eval, site.has_layer, site.layer, start);
     const ember_status status = invoke(buffer);
+    if (options_.progress) options_.progress->leave();
     const auto ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
     e.error_dirty = e.error[0] != '\0';
     StageTiming& t = e.timings[index_of(site.stage)];
@@ -180,7 +190,7 @@ void ExperimentRunner::call(Entry& e, const Site& site, Call&& invoke) {
 
     if (status != EMBER_OK) {
         e.error.back() = '\0';
-        fail(e, site, e.error[0] != '\0' ? std::string_view(e.error.data()) : "failed without a message");
+        fail(e, site, e.error[0] != '\0' ? sanitize_plugin_text(e.error.data()) : "failed without a message");
     } else {
         fail(e, site, fmt::format("returned after {:.1f} ms, over the {} ms timeout (hooks.timeout_ms)",
                                   static_cast<double>(ns) / 1e6, options_.timeout_ms));
@@ -374,7 +384,7 @@ void ExperimentRunner::host_log(void* host_data, std::uint32_t level, const char
     try {
         const auto* e = static_cast<const Entry*>(host_data);
         const LogLevel l = level <= EMBER_LOG_ERROR ? static_cast<LogLevel>(level) : LogLevel::Error;
-        e->runner->log(l, e->library->name(), message ? message : "");
+        e->runner->log(l, e->library->name(), sanitize_plugin_text(message ? message : ""));
     } catch (...) {
         // A log line is never worth crashing the plugin's call over.
     }

@@ -45,6 +45,7 @@
 #include "config/run_config.hpp"
 #include "ember/plugin.h"
 #include "experiments/plugin_library.hpp"
+#include "experiments/stage_record.hpp"
 #include "hooks/hooks.hpp"
 #include "models/model_config.hpp"
 
@@ -79,6 +80,8 @@ struct RunnerOptions {
     config::FailurePolicy failure = config::FailurePolicy::Strict;
     std::uint32_t timeout_ms = 0;  // 0 = no timeout
     LogSink log;                   // empty: lines go to stderr as "[NAME] level: message"
+    // A supervised worker's shared record (stage_record.hpp): set around every call into a plugin.
+    StageRecord* progress = nullptr;
 };
 
 enum class StopReason { MaxTokens, EndOfGeneration, ContextFull };

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "common/input_file.hpp"
 #include "common/sha256.hpp"
 #include "extract/logit_lens.hpp"
 
@@ -44,9 +45,7 @@ json::object tensor_contract(const Selection& s) {
 std::string read_prompt(const config::PromptSection& prompt) {
     if (prompt.text) return *prompt.text;
     if (!prompt.file) throw Error("the run has no prompt (prompt.text or prompt.file)");
-    std::ifstream in(*prompt.file, std::ios::binary);
-    if (!in) throw Error(fmt::format("{}: cannot open prompt file", prompt.file->string()));
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return read_input_file(*prompt.file, "prompt file");
 }
 
 std::size_t effective_threads(std::uint32_t threads) {

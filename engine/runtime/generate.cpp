@@ -72,7 +72,7 @@ GenerationResult generate(Session& session, std::span<const std::int32_t> prompt
         start = Clock::now();
         const std::span<const float> row(logits.row(logits.rows - 1), logits.cols);  // the last position's
         const std::int32_t token = sampler.sample(row);
-        if (token < 0) throw Error("every logit is NaN; cannot choose a token");
+        if (token < 0) throw Error(fmt::format("{} at step {}; cannot choose a token", no_token_reason(row), i));
         const TokenScore score = score_token(row, token);
         result.timings.sampling_ms += ms_since(start);
         report_sampling(session, sampler, row.size(), start);

@@ -19,6 +19,9 @@ namespace ember::runtime {
 struct LoadedModel {
     // Throws ember::Error naming the file on anything malformed; `expected` is --arch.
     LoadedModel(const std::filesystem::path& path, std::optional<models::Family> expected);
+    // The same with the file's SHA-256 already known (a supervised worker: the supervisor
+    // hashed the file it maps again), so the file is not read a second time.
+    LoadedModel(const std::filesystem::path& path, std::optional<models::Family> expected, std::string known_sha256);
     LoadedModel(const LoadedModel&) = delete;
     LoadedModel& operator=(const LoadedModel&) = delete;
 
@@ -31,7 +34,7 @@ struct LoadedModel {
 
 private:
     LoadedModel(const std::filesystem::path& path, std::optional<models::Family> expected,
-                std::chrono::steady_clock::time_point start);
+                std::chrono::steady_clock::time_point start, std::optional<std::string> known_sha256);
 };
 
 }  // namespace ember::runtime

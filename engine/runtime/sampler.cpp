@@ -25,7 +25,19 @@ std::int32_t greedy_token(std::span<const float> logits) {
         if (std::isnan(logits[i])) continue;
         if (best < 0 || logits[i] > logits[static_cast<std::size_t>(best)]) best = static_cast<std::int32_t>(i);
     }
+    // Nothing above -inf: no token is more likely than another, and none can be chosen.
+    if (best >= 0 && logits[static_cast<std::size_t>(best)] == -std::numeric_limits<float>::infinity()) return -1;
     return best;
+}
+
+std::string no_token_reason(std::span<const float> logits) {
+    bool nan = false, minus_inf = false;
+    for (float v : logits) {
+        nan = nan || std::isnan(v);
+        minus_inf = minus_inf || v == -std::numeric_limits<float>::infinity();
+    }
+    if (nan && minus_inf) return "every logit is -inf or NaN";
+    return nan ? "every logit is NaN" : "every logit is -inf";
 }
 
 TokenScore score_token(std::span<const float> logits, std::int32_t token) {
@@ -65,7 +77,14 @@ std::int32_t Sampler::sample_seeded(std::span<const float> logits) {
     std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(kept), candidates_.end(), better);
 
     const double best = candidates_[0].logit;
-    if (std::isinf(best) && best < 0) return candidates_[0].token;  // every logit is -inf
+    if (best == -std::numeric_limits<double>::infinity()) return -1;  // every logit is -inf
+    if (best == std::numeric_limits<double>::infinity()) {
+        // +inf outweighs everything (greedy picks it too): one of the kept +inf logits, uniformly.
+        std::size_t infinite = 0;
+        while (infinite < kept && candidates_[infinite].logit == candidates_[0].logit) ++infinite;
+        const auto pick = static_cast<std::size_t>(uniform() * static_cast<double>(infinite));
+        return candidates_[std::min(pick, infinite - 1)].token;
+    }
     double total = 0.0;
     for (std::size_t i = 0; i < kept; ++i) {
         candidates_[i].weight = std::exp((candidates_[i].logit - best) / options_.temperature);

@@ -10,11 +10,15 @@
 // the first whose cumulative mass exceeds u * (kept mass). u = (rng() >> 11) * 2^-53, so
 // the draw depends only on the standard's definition of mt19937_64, never on a library's
 // distribution classes. The same logits, options and seed give the same tokens.
+// +inf logits outweigh every finite one: when the best is +inf, the token is one of the
+// kept +inf logits chosen uniformly by the same draw (floor(u * count), in id order).
+// A row with nothing above -inf (every logit -inf or NaN) has no token: -1.
 #pragma once
 
 #include <cstdint>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace ember::runtime {
@@ -29,8 +33,12 @@ struct SamplingOptions {
 // Throws ember::UsageError naming the option that is out of range.
 void validate(const SamplingOptions& options);
 
-// argmax with the lowest id on a tie; -1 if no logit is a number.
+// argmax with the lowest id on a tie; -1 if no logit is a number above -inf.
 std::int32_t greedy_token(std::span<const float> logits);
+
+// Why a row has no token to choose: "every logit is NaN", "every logit is -inf", or
+// "every logit is -inf or NaN".
+std::string no_token_reason(std::span<const float> logits);
 
 // A chosen token's logit and its margin over the best other token (negative when a
 // sampled token was not the top one).

@@ -17,7 +17,29 @@ TEST_CASE("greedy: the highest logit, the lowest id on a tie, NaN never wins") {
     CHECK(greedy_token(std::vector<float>{5, 1, 5, 5}) == 0);
     CHECK(greedy_token(std::vector<float>{nan, 1, 7, 7, nan}) == 2);
     CHECK(greedy_token(std::vector<float>{nan, nan}) == -1);
-    CHECK(greedy_token(std::vector<float>{-INFINITY, -INFINITY}) == 0);
+    CHECK(greedy_token(std::vector<float>{-INFINITY, -INFINITY}) == -1);  // nothing to choose (issue 13)
+    CHECK(greedy_token(std::vector<float>{-INFINITY, nan}) == -1);
+    CHECK(greedy_token(std::vector<float>{-INFINITY, 2, INFINITY, INFINITY}) == 2);
+}
+
+TEST_CASE("seeded sampling picks among +inf logits uniformly, and finds nothing in an all -inf row") {
+    const float inf = std::numeric_limits<float>::infinity();
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    Sampler s({.temperature = 1.0f, .top_k = 0, .top_p = 0.95f, .seed = 3});
+    const std::vector<float> logits = {0.0f, inf, 5.0f, nan, inf};
+    int ones = 0, fours = 0;
+    constexpr int kDraws = 2000;
+    for (int i = 0; i < kDraws; ++i) {
+        const std::int32_t t = s.sample(logits);
+        ones += t == 1;
+        fours += t == 4;
+    }
+    CHECK(ones + fours == kDraws);  // never a finite logit beside +inf
+    CHECK(std::abs(ones - kDraws / 2) < 5 * 23);  // binomial(2000, 1/2): sigma = 22.4
+    CHECK(s.sample(std::vector<float>{-inf, -inf, nan}) == -1);
+    CHECK(no_token_reason(std::vector<float>{-inf, -inf}) == "every logit is -inf");
+    CHECK(no_token_reason(std::vector<float>{nan, nan}) == "every logit is NaN");
+    CHECK(no_token_reason(std::vector<float>{-inf, nan}) == "every logit is -inf or NaN");
 }
 
 TEST_CASE("score: a token's logit and its margin over the best other token") {

@@ -138,21 +138,37 @@ inline std::string dict_value(const std::string& dict, const std::string& key, c
     return dict.substr(at, end - at);
 }
 
+// "(3, 4)", "(3,)", "()": non-negative integers, at most 2^40 values in all; anything
+// else (a negative or non-numeric dimension) is refused naming the shape.
 inline std::vector<std::size_t> parse_shape(const std::string& text, const std::string& file) {
+    const auto refuse = [&](const std::string& why) {
+        return std::runtime_error(file + ": .npy shape " + text + " " + why);
+    };
+    if (text.size() < 2 || text.front() != '(' || text.back() != ')') throw refuse("is not a tuple of dimensions");
     std::vector<std::size_t> shape;
     std::size_t count = 1;
-    for (std::size_t i = 1; i < text.size();) {
-        if (text[i] >= '0' && text[i] <= '9') {
+    bool expect_value = true;
+    for (std::size_t i = 1; i + 1 < text.size();) {
+        const char c = text[i];
+        if (c == ' ') {
+            ++i;
+        } else if (c == ',' && !expect_value) {
+            expect_value = true;
+            ++i;
+        } else if (c == '-') {
+            throw refuse("has a negative dimension");
+        } else if (c >= '0' && c <= '9' && expect_value) {
             std::size_t v = 0;
-            while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
-                if (v > (std::size_t{1} << 40)) throw std::runtime_error(file + ": array too large");
+            while (i + 1 < text.size() && text[i] >= '0' && text[i] <= '9') {
+                if (v > (std::size_t{1} << 40)) throw refuse("is too large (more than 2^40 values)");
                 v = v * 10 + static_cast<std::size_t>(text[i++] - '0');
             }
             shape.push_back(v);
-            if (v != 0 && count > (std::size_t{1} << 40) / v) throw std::runtime_error(file + ": array too large");
+            if (v != 0 && count > (std::size_t{1} << 40) / v) throw refuse("is too large (more than 2^40 values)");
             count *= v;
+            expect_value = false;
         } else {
-            ++i;
+            throw refuse("is not a tuple of non-negative integers");
         }
     }
     return shape;
@@ -219,6 +235,13 @@ inline Array read(const std::filesystem::path& path) {
     array.shape = h.shape;
     const std::size_t count = h.count();
     const std::size_t width = f32 ? 4 : 8;
+    // Checked against the file before anything is allocated: a header may claim any shape.
+    std::error_code size_error;
+    const std::uintmax_t file_size = std::filesystem::file_size(path, size_error);
+    if (!size_error && (file_size < h.data_offset || (file_size - h.data_offset) / width < count)) {
+        throw std::runtime_error(file + ": holds fewer values than its shape " + shape_text(h.shape) + " says (" +
+                                 std::to_string(count) + " values of " + std::to_string(width) + " bytes)");
+    }
     std::vector<char> raw(count * width);
     if (!in.read(raw.data(), static_cast<std::streamsize>(raw.size())))
         throw std::runtime_error(file + ": holds fewer values than its shape says");

@@ -1,12 +1,12 @@
-// Test plugin: counts its live instances in this process (a static counter of the .so)
-// and writes the largest count it saw to <output dir>/overlap.txt when it is destroyed.
-// Sleeps in after_layer (sleep_ms, default 20) so that runs in parallel overlap. Built
+// Test plugin: writes when its instance lived, "CREATED_NS DESTROYED_NS" on the
+// monotonic clock (one clock for every process of the machine, so runs in supervised
+// workers compare), to <output dir>/overlap.txt when it is destroyed. Sleeps in
+// after_layer (sleep_ms, default 20) so that runs in parallel overlap. Built
 // twice: "overlap" (no concurrency declared) and, with OVERLAP_CONCURRENT,
 // "overlap-concurrent" (static constexpr bool concurrent = true).
 #include <ember/experiment.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <string>
@@ -14,8 +14,9 @@
 
 namespace {
 
-std::atomic<int> live{0};
-std::atomic<int> most{0};
+long long now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 class Overlap : public ember::Experiment {
 public:
@@ -23,16 +24,9 @@ public:
     static constexpr bool concurrent = true;
 #endif
     explicit Overlap(const ember::ExperimentConfig& config)
-        : sleep_ms_(config.get_int("sleep_ms", 20)), out_(std::string(ember::host().run_info().output_dir)) {
-        const int now = ++live;
-        int seen = most.load();
-        while (now > seen && !most.compare_exchange_weak(seen, now)) {
-        }
-    }
-    ~Overlap() override {
-        --live;
-        std::ofstream(out_ + "/overlap.txt") << most.load() << "\n";
-    }
+        : sleep_ms_(config.get_int("sleep_ms", 20)), out_(std::string(ember::host().run_info().output_dir)),
+          created_ns_(now_ns()) {}
+    ~Overlap() override { std::ofstream(out_ + "/overlap.txt") << created_ns_ << " " << now_ns() << "\n"; }
 #ifdef OVERLAP_CONCURRENT
     const char* name() const override { return "overlap-concurrent"; }
 #else
@@ -46,6 +40,7 @@ public:
 private:
     long sleep_ms_;
     std::string out_;
+    long long created_ns_;
 };
 
 }  // namespace

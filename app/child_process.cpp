@@ -1,0 +1,125 @@
+#include "child_process.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "common/error.hpp"
+
+extern char** environ;
+
+namespace ember::app {
+
+pid_t spawn_self(const std::vector<std::string>& args, const std::vector<ChildFd>& fds, std::optional<int> stdout_fd) {
+    // Copies above every target first, so that no dup2 of the file actions overwrites a
+    // descriptor a later action still reads.
+    std::vector<int> copies;
+    const auto close_copies = [&] {
+        for (int fd : copies) ::close(fd);
+    };
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    int error = 0;
+    const auto give = [&](int fd, int target) {
+        const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 64);
+        if (copy < 0) {
+            error = errno;
+            return;
+        }
+        copies.push_back(copy);
+        if (error == 0) error = posix_spawn_file_actions_adddup2(&actions, copy, target);
+    };
+    for (const ChildFd& f : fds) give(f.fd, f.target);
+    if (stdout_fd) give(*stdout_fd, STDOUT_FILENO);
+
+    std::vector<std::string> argv_strings{"/proc/self/exe"};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_strings) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = -1;
+    if (error == 0) error = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close_copies();
+    if (error != 0) throw Error(fmt::format("cannot start a worker process: {}", std::strerror(error)));
+    return pid;
+}
+
+std::string signal_name(int signal) {
+    if (const char* abbrev = ::sigabbrev_np(signal)) return fmt::format("SIG{}", abbrev);
+    return fmt::format("signal {}", signal);
+}
+
+std::string end_text(int status) {
+    if (WIFSIGNALED(status)) return signal_name(WTERMSIG(status));
+    if (WIFEXITED(status)) return fmt::format("exit status {}", WEXITSTATUS(status));
+    return fmt::format("wait status {}", status);
+}
+
+std::pair<int, int> cloexec_pipe() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(fmt::format("cannot create a pipe: {}", std::strerror(errno)));
+    return {fds[0], fds[1]};
+}
+
+int wait_for(pid_t pid) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) throw Error(fmt::format("cannot wait for process {}: {}", pid, std::strerror(errno)));
+    }
+    return status;
+}
+
+CapturedChild run_self_captured(const std::vector<std::string>& args, int limit_ms) {
+    const auto [out_r, out_w] = cloexec_pipe();
+    const auto [err_r, err_w] = cloexec_pipe();
+    pid_t pid = -1;
+    try {
+        pid = spawn_self(args, {{err_w, STDERR_FILENO}}, out_w);
+    } catch (...) {
+        for (int fd : {out_r, out_w, err_r, err_w}) ::close(fd);
+        throw;
+    }
+    ::close(out_w);
+    ::close(err_w);
+    CapturedChild result;
+    pollfd fds[2] = {{out_r, POLLIN, 0}, {err_r, POLLIN, 0}};
+    std::string* sinks[2] = {&result.out, &result.err};
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limit_ms);
+    int open = 2;
+    while (open > 0) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+            result.timed_out = true;
+            ::kill(pid, SIGKILL);
+            break;
+        }
+        if (::poll(fds, 2, static_cast<int>(left.count())) < 0 && errno != EINTR) break;
+        for (int i = 0; i < 2; ++i) {
+            if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+            char buffer[4096];
+            const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+            if (n > 0) {
+                sinks[i]->append(buffer, static_cast<std::size_t>(n));
+            } else if (n == 0 || errno != EINTR) {
+                ::close(fds[i].fd);
+                fds[i].fd = -1;
+                --open;
+            }
+        }
+    }
+    for (const pollfd& p : fds)
+        if (p.fd >= 0) ::close(p.fd);
+    result.status = wait_for(pid);
+    return result;
+}
+
+}  // namespace ember::app

@@ -71,16 +71,10 @@ inline constexpr std::array<Stage, kStageCount> kAllStages = [] {
 }();
 
 // The tensor-bearing stages in firing order.
-inline constexpr std::size_t kTensorStageCount = [] {
-    std::size_t n = 0;
-    for (const ember_stage_info& s : ember_stage_table) n += s.kind != EMBER_STAGE_KIND_LIFECYCLE ? 1 : 0;
-    return n;
-}();
+inline constexpr std::size_t kTensorStageCount = ember_tensor_stage_count;
 inline constexpr std::array<Stage, kTensorStageCount> kTensorStages = [] {
     std::array<Stage, kTensorStageCount> out{};
-    std::size_t n = 0;
-    for (const ember_stage_info& s : ember_stage_table)
-        if (s.kind != EMBER_STAGE_KIND_LIFECYCLE) out[n++] = static_cast<Stage>(s.id);
+    for (std::size_t i = 0; i < kTensorStageCount; ++i) out[i] = static_cast<Stage>(ember_tensor_stages.ids[i]);
     return out;
 }();
 

@@ -31,19 +31,8 @@ namespace ember_plugins {
 // A tensor stage, by its ABI id (EMBER_STAGE_*).
 using Stage = std::uint32_t;
 
-inline constexpr std::size_t kTensorStageCount = [] {
-    std::size_t n = 0;
-    for (const ember_stage_info& s : ember_stage_table) n += s.kind != EMBER_STAGE_KIND_LIFECYCLE ? 1 : 0;
-    return n;
-}();
 // Every tensor stage, in firing order.
-inline constexpr std::array<Stage, kTensorStageCount> kAllStages = [] {
-    std::array<Stage, kTensorStageCount> out{};
-    std::size_t n = 0;
-    for (const ember_stage_info& s : ember_stage_table)
-        if (s.kind != EMBER_STAGE_KIND_LIFECYCLE) out[n++] = s.id;
-    return out;
-}();
+inline constexpr const ember_tensor_stage_list& kAllStages = ember_tensor_stages;
 // The tensor stages of ABI 1.0 ("every stage" for the built-ins that default to all: the
 // inner stages are chosen by name).
 inline std::vector<Stage> block_stages() {

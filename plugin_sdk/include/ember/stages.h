@@ -165,6 +165,25 @@ constexpr bool ember_stage_table_is_consistent() {
     return true;
 }
 static_assert(ember_stage_table_is_consistent(), "ember_stage_table: one row per id, shapes on tensor stages only");
+
+/* The ids of the tensor stages (those with a tensor), in firing order. */
+inline constexpr size_t ember_tensor_stage_count = [] {
+    size_t n = 0;
+    for (const ember_stage_info& s : ember_stage_table) n += s.kind != EMBER_STAGE_KIND_LIFECYCLE ? 1 : 0;
+    return n;
+}();
+struct ember_tensor_stage_list {
+    uint32_t ids[ember_tensor_stage_count];
+    constexpr const uint32_t* begin() const { return ids; }
+    constexpr const uint32_t* end() const { return ids + ember_tensor_stage_count; }
+};
+inline constexpr ember_tensor_stage_list ember_tensor_stages = [] {
+    ember_tensor_stage_list out{};
+    size_t n = 0;
+    for (const ember_stage_info& s : ember_stage_table)
+        if (s.kind != EMBER_STAGE_KIND_LIFECYCLE) out.ids[n++] = s.id;
+    return out;
+}();
 #endif
 
 #endif /* EMBER_STAGES_H */

@@ -1,11 +1,15 @@
 // ember extract --model MODEL (--prompt TEXT | --file PATH) --out DIR [--stages S,...]
-//               [--layers all|N,M] [--positions all|last|N,M] [--logits none|last|all]
+//               [--layers all|N,M] [--positions all|last|N,M | --select SPEC] [--logits none|last|all]
 //               [--logit-lens K] [--route fast|reference] [--arch A] [--threads N]
 //               [--ctx N] [--no-bos] [--trace FILE] [--json]
+// ember extract --model MODEL --dataset FILE --out DIR [--select SPEC] [--on-empty error|skip]
+//               [--batch-tokens N] [--experiment P.so]... [the options above but --prompt/--file]
 // ember extract CONFIG.toml [--json]
 // Runs the prompt through the model once (prefill) and writes the chosen hidden states
-// as .npy files with a sealed manifest.json (docs/extraction.md, docs/formats.md). The
-// options and the run config's [output] section are two spellings of the same request.
+// as .npy files with a sealed manifest.json (docs/extraction.md, docs/formats.md). With a
+// dataset, every sample's selected rows are stacked into one array per (stage, layer). The
+// options and the run config's [output] and [dataset] sections are two spellings of the
+// same request.
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -14,6 +18,8 @@
 #include "commands.hpp"
 #include "common/error.hpp"
 #include "config/run_config.hpp"
+#include "experiments/experiment_runner.hpp"
+#include "extract/dataset_extraction.hpp"
 #include "extract/extraction.hpp"
 #include "extract/selection.hpp"
 
@@ -36,7 +42,8 @@ config::RunConfig config_from_options(const po::variables_map& vm) {
     config::RunConfig c;
     if (!vm.count("model")) throw UsageError("ember extract: give --model MODEL.gguf (or a run config)");
     if (!vm.count("out")) throw UsageError("ember extract: give --out DIR");
-    if (vm.count("prompt") == vm.count("file")) throw UsageError("ember extract: give exactly one of --prompt TEXT or --file PATH");
+    if (vm.count("prompt") + vm.count("file") + vm.count("dataset") != 1)
+        throw UsageError("ember extract: give exactly one of --prompt TEXT, --file PATH or --dataset FILE");
     c.model.path = absolute(vm["model"].as<std::string>());
     c.model.arch = vm["arch"].as<std::string>();
     parse_arch(c.model.arch);
@@ -51,18 +58,46 @@ config::RunConfig config_from_options(const po::variables_map& vm) {
     c.model.threads = static_cast<std::uint32_t>(threads);
     c.model.ctx = static_cast<std::uint32_t>(ctx);
     if (vm.count("prompt")) c.prompt.text = vm["prompt"].as<std::string>();
-    else c.prompt.file = absolute(vm["file"].as<std::string>());
+    else if (vm.count("file")) c.prompt.file = absolute(vm["file"].as<std::string>());
+    else c.dataset.path = absolute(vm["dataset"].as<std::string>());
     if (vm["no-bos"].as<bool>()) c.prompt.add_bos = config::AddBos::No;
 
     c.output.dir = absolute(vm["out"].as<std::string>());
     c.output.extract = true;
     extract::parse_stages(vm["stages"].as<std::string>(), c.output);
     extract::parse_layers(vm["layers"].as<std::string>(), c.output);
-    extract::parse_positions(vm["positions"].as<std::string>(), c.output);
+    if (vm.count("select") && !vm["positions"].defaulted())
+        throw UsageError("ember extract: --select and --positions are two spellings of one request: give one");
+    if (c.dataset.path) {
+        if (!vm["positions"].defaulted()) throw UsageError("ember extract --dataset: choose rows with --select SPEC");
+        if (vm.count("select")) c.dataset.select = extract::parse_spec(vm["select"].as<std::string>(), "select").to_string();
+        const long long batch = vm["batch-tokens"].as<long long>();
+        if (batch < 0 || batch > INT32_MAX) throw UsageError("--batch-tokens must be >= 0 (0: the default)");
+        c.dataset.batch_tokens = static_cast<std::uint32_t>(batch);
+        const std::string on_empty = vm["on-empty"].as<std::string>();
+        if (on_empty != "error" && on_empty != "skip") throw UsageError("--on-empty must be error or skip");
+        c.dataset.skip_empty = on_empty == "skip";
+    } else if (vm.count("select")) {
+        extract::parse_select(vm["select"].as<std::string>(), c.output);
+    } else {
+        extract::parse_positions(vm["positions"].as<std::string>(), c.output);
+    }
+    if (vm.count("experiment")) {
+        if (!c.dataset.path) throw UsageError("ember extract: --experiment needs --dataset (or use ember run)");
+        std::size_t n = 0;
+        for (const std::string& plugin : vm["experiment"].as<std::vector<std::string>>()) {
+            config::ExperimentEntry e;
+            e.plugin = absolute(plugin);
+            e.base_dir = fs::current_path();
+            e.origin = fmt::format("--experiment {}", ++n);
+            c.experiments.push_back(std::move(e));
+        }
+    }
     extract::parse_logits(vm["logits"].as<std::string>(), c.output);
     const long long lens = vm["logit-lens"].as<long long>();
     if (lens < 0 || lens > (1 << 20)) throw UsageError("--logit-lens K must be in [0, 1048576] (0: no lens)");
     c.output.logit_lens = static_cast<std::uint32_t>(lens);
+    if (vm.count("trace") && c.dataset.path) throw UsageError("ember extract --dataset: --trace is not supported yet");
     if (vm.count("trace")) {
         c.tracing.enabled = true;
         c.tracing.path = absolute(vm["trace"].as<std::string>());
@@ -70,6 +105,49 @@ config::RunConfig config_from_options(const po::variables_map& vm) {
         c.tracing.path = c.output.dir / "trace.jsonl";
     }
     return c;
+}
+
+// Experiments on a dataset: loaded once, called per sample (docs/extraction.md).
+int run_dataset(const extract::LoadedModel& model, const config::RunConfig& config, bool json) {
+    std::unique_ptr<experiments::ExperimentRunner> runner;
+    if (!config.experiments.empty()) {
+        const experiments::RunInfo info{"", config.output.dir.string(), model.path.string(), model.sha256,
+                                        config.model.route, config::config_hash(config), {}};
+        runner = std::make_unique<experiments::ExperimentRunner>(
+            experiments::specs_from_config(config), info,
+            experiments::RunnerOptions{config.hooks.failure, config.hooks.timeout_ms, {}});
+        runner->on_model_loaded(model.model->config());
+    }
+    extract::DatasetRunOptions options;
+    options.progress = !json;
+    options.experiments = runner.get();
+    extract::DatasetResult r;
+    try {
+        r = extract::run_dataset_extraction(model, config, options);
+    } catch (...) {
+        if (runner) runner->finish();
+        throw;
+    }
+    if (runner) runner->finish();
+    const double seconds = std::max(r.seconds, 1e-9);
+    if (json) {
+        print_json(boost::json::object{{"dir", r.dir.string()},
+                                       {"manifest", (r.dir / extract::kManifestName).string()},
+                                       {"samples", r.samples},
+                                       {"skipped", r.skipped},
+                                       {"rows", r.rows},
+                                       {"tokens", r.tokens},
+                                       {"arrays", r.arrays},
+                                       {"batches", r.batches},
+                                       {"resumed_samples", r.resumed_samples},
+                                       {"seconds", r.seconds},
+                                       {"config_hash", config::config_hash(config)}});
+    } else {
+        fmt::print(stderr, "ember: {} samples ({} skipped, {} resumed), {} rows, {} tokens, {} arrays in {} ({:.1f} s, {:.0f} tok/s)\n",
+                   r.samples, r.skipped, r.resumed_samples, r.rows, r.tokens, r.arrays, r.dir.string(), r.seconds,
+                   static_cast<double>(r.tokens_this_run) / seconds);
+    }
+    return kExitOk;
 }
 
 }  // namespace
@@ -80,13 +158,19 @@ int run_extract(const std::vector<std::string>& args) {
         ("model", po::value<std::string>(), "GGUF model to run")
         ("prompt", po::value<std::string>(), "the prompt text")
         ("file", po::value<std::string>(), "a file whose bytes are the prompt")
+        ("dataset", po::value<std::string>(), "a dataset: JSONL (text, id, select, target) or .txt (one prompt a line)")
         ("out", po::value<std::string>(), "the run directory to write")
         ("stages", po::value<std::string>()->default_value("after_layer"),
          stage_list_help().c_str())
         ("layers", po::value<std::string>()->default_value("all"), "all, or comma-separated layer indices")
         ("positions", po::value<std::string>()->default_value("all"), "all, last, or comma-separated prompt positions")
-        ("logits", po::value<std::string>()->default_value("none"), "logits.npy: none, last or all positions")
+        ("select", po::value<std::string>(),
+         "a selection spec: all, first, last, 3,-1, bytes:A-B, chars:A-B, substring:TEXT[#K], each [:first|:last]")
+        ("logits", po::value<std::string>()->default_value("none"), "logits.npy: none, last, all or the selected positions")
         ("logit-lens", po::value<long long>()->default_value(0), "top-K logit lens for every chosen layer (0: off)")
+        ("batch-tokens", po::value<long long>()->default_value(0), "dataset: tokens per evaluation (0: the default)")
+        ("on-empty", po::value<std::string>()->default_value("error"), "dataset: a sample selecting nothing: error|skip")
+        ("experiment", po::value<std::vector<std::string>>(), "dataset: an experiment plugin (.so), per sample; repeatable")
         ("route", po::value<std::string>()->default_value("fast"), "kernels: fast|reference")
         ("arch", po::value<std::string>()->default_value("auto"), "expected architecture: auto|llama|qwen3|gemma4")
         ("threads", po::value<long long>()->default_value(0), "threads (0: every hardware thread)")
@@ -113,6 +197,7 @@ int run_extract(const std::vector<std::string>& args) {
     }
 
     const extract::LoadedModel model(config.model.path, parse_arch(config.model.arch));
+    if (config.dataset.path) return run_dataset(model, config, vm["json"].as<bool>());
     const extract::ExtractionResult result = extract::run_extraction(model, config);
 
     if (vm["json"].as<bool>()) {

@@ -10,7 +10,9 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
+#include "extract/manifest.hpp"
 #include "gguf/gguf_file.hpp"
+#include "pieces.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tokenizer/unicode.hpp"
 
@@ -22,48 +24,11 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// A piece for a terminal: printable UTF-8 as is; quotes, backslashes, control characters
-// and bytes that are not valid UTF-8 escaped.
-void append_escaped(fmt::memory_buffer& out, std::string_view piece) {
-    const bool valid = tokenizer::unicode::is_valid_utf8(piece);
-    out.push_back('"');
-    for (const char ch : piece) {
-        const auto c = static_cast<unsigned char>(ch);
-        switch (c) {
-            case '"': fmt::format_to(std::back_inserter(out), "\\\""); break;
-            case '\\': fmt::format_to(std::back_inserter(out), "\\\\"); break;
-            case '\n': fmt::format_to(std::back_inserter(out), "\\n"); break;
-            case '\r': fmt::format_to(std::back_inserter(out), "\\r"); break;
-            case '\t': fmt::format_to(std::back_inserter(out), "\\t"); break;
-            default:
-                if (c < 0x20 || c == 0x7F || (c >= 0x80 && !valid)) {
-                    fmt::format_to(std::back_inserter(out), "\\x{:02x}", c);
-                } else {
-                    out.push_back(ch);
-                }
-        }
-    }
-    out.push_back('"');
-}
-
-std::string hex(std::string_view bytes) {
-    std::string out;
-    out.reserve(bytes.size() * 2);
-    for (const char c : bytes) fmt::format_to(std::back_inserter(out), "{:02x}", static_cast<unsigned char>(c));
-    return out;
-}
-
-void write_stdout(const fmt::memory_buffer& buffer) {
-    if (std::fwrite(buffer.data(), 1, buffer.size(), stdout) != buffer.size() || std::fflush(stdout) != 0) {
-        throw Error("cannot write the tokens to standard output");
-    }
-}
-
 void print_ids(const std::vector<tokenizer::Token>& tokens) {
     fmt::memory_buffer out;
     for (std::size_t i = 0; i < tokens.size(); ++i) fmt::format_to(std::back_inserter(out), "{}{}", i ? " " : "", tokens[i].id);
     out.push_back('\n');
-    write_stdout(out);
+    write_stdout_or_throw(out);
 }
 
 void print_table(const tokenizer::Tokenizer& tok, const std::string& model_path, std::size_t text_bytes,
@@ -78,7 +43,7 @@ void print_table(const tokenizer::Tokenizer& tok, const std::string& model_path,
         append_escaped(out, tok.piece(t.id, true));
         out.push_back('\n');
     }
-    write_stdout(out);
+    write_stdout_or_throw(out);
 }
 
 json::object token_json(const tokenizer::Tokenizer& tok, const tokenizer::Token& t) {
@@ -89,7 +54,7 @@ json::object token_json(const tokenizer::Tokenizer& tok, const tokenizer::Token&
         o["piece"] = piece;
     } else {
         o["piece"] = nullptr;  // part of a UTF-8 character (or invalid input bytes): see piece_hex
-        o["piece_hex"] = hex(piece);
+        o["piece_hex"] = extract::hex(piece);
     }
     o["start"] = t.start;
     o["end"] = t.end;
@@ -126,7 +91,7 @@ void print_json_tokens(const tokenizer::Tokenizer& tok, const std::string& model
         put(json::serialize(token_json(tok, tokens[i])));
     }
     put(tokens.empty() ? "]\n}\n" : "\n  ]\n}\n");
-    write_stdout(out);
+    write_stdout_or_throw(out);
 }
 
 }  // namespace

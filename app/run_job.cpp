@@ -140,7 +140,7 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     outcome.prompt_tokens = encoded.ids;
     // An extraction's layers and positions are checked before anything is written.
     std::optional<extract::Extractor> extractor;
-    if (config.output.extract) extractor.emplace(extract::resolve(config.output, model_config, encoded.ids.size()));
+    if (config.output.extract) extractor.emplace(extract::resolve(config.output, model_config, encoded.text, encoded.tokens));
 
     // Creates the output directory and removes an earlier run's manifest.
     extract::RunDirectoryWriter directory(config.output.dir);

@@ -11,7 +11,9 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "cli.hpp"
 #include "config/run_config.hpp"
+#include "config/toml_reader.hpp"
 #include "experiments/plugin_library.hpp"
 #include "extract/verify.hpp"
 #include "generation_output.hpp"
@@ -69,13 +71,15 @@ struct Planned {
     SweepRun run;
 };
 
-Planned plan(const fs::path& file, const std::optional<fs::path>& defaults, bool force) {
+Planned plan(const SweepInput& input, const std::optional<fs::path>& defaults, bool force) {
     Planned p;
-    p.run.config = file;
+    p.run.config = input.config;
+    p.run.name = input.name;
+    p.run.grid = input.grid;
     try {
         config::LoadOptions load;
         load.defaults_file = defaults;
-        p.config = config::load_run_config(file, load);
+        p.config = input.expanded ? *input.expanded : config::load_run_config(input.config, load);
     } catch (const std::exception& e) {
         p.run.error = e.what();
         return p;
@@ -119,7 +123,70 @@ std::string csv_field(const std::string& text) {
     return out + "\"";
 }
 
+// What a planned run's output directory holds: its run.json's numbers when the result
+// verifies (plan marked it skipped), otherwise why there is no result.
+void read_result(Planned& p) {
+    const fs::path dir = p.config->output.dir;
+    const fs::path report_file = dir / "run.json";
+    std::optional<json::object> report;
+    try {
+        if (fs::exists(report_file)) report = json::parse(read_file(report_file, "run.json")).as_object();
+    } catch (const std::exception& e) {
+        p.run.outcome = SweepOutcome::Failed;
+        p.run.error = fmt::format("{}: {}", report_file.string(), e.what());
+        return;
+    }
+    if (p.run.outcome != SweepOutcome::Skipped) {
+        p.run.outcome = SweepOutcome::Failed;
+        // A failed, crashed or timed-out run records why.
+        if (report && report->at("outcome") != "ok" && report->at("error").is_string())
+            p.run.error = json::value_to<std::string>(report->at("error"));
+        else if (report) p.run.error = fmt::format("the result in {} does not verify (ember verify says why)", dir.string());
+        else p.run.error = fmt::format("no result in {} (not run, or interrupted)", dir.string());
+        return;
+    }
+    const auto number = [&](const char* key) {
+        const json::value* v = report->at("timings").as_object().if_contains(key);
+        return v && v->is_number() ? v->to_number<double>() : 0.0;
+    };
+    p.run.outcome = SweepOutcome::Ok;
+    p.run.error.clear();
+    p.run.run_id = json::value_to<std::string>(report->at("run_id"));
+    p.run.prompt_tokens = report->at("prompt").at("tokens").as_array().size();
+    p.run.generated_tokens = report->at("generated").at("tokens").as_array().size();
+    p.run.load_ms = number("load_ms");
+    p.run.prefill_ms = number("prefill_ms");
+    p.run.decode_ms = number("decode_ms");
+    p.run.total_ms = number("total_ms");
+}
+
+// Every grid key of the runs, in order of first appearance.
+std::vector<std::string> grid_columns(const std::vector<SweepRun>& runs) {
+    std::vector<std::string> keys;
+    for (const SweepRun& r : runs)
+        for (const config::GridValue& v : r.grid)
+            if (std::find(keys.begin(), keys.end(), v.key) == keys.end()) keys.push_back(v.key);
+    return keys;
+}
+
+const json::value* grid_value(const SweepRun& run, const std::string& key) {
+    for (const config::GridValue& v : run.grid)
+        if (v.key == key) return &v.value;
+    return nullptr;
+}
+
 }  // namespace
+
+std::vector<SweepRun> collect_sweep(const std::vector<SweepInput>& inputs) {
+    const std::optional<fs::path> defaults = config::find_defaults_file();
+    std::vector<SweepRun> out;
+    for (const SweepInput& input : inputs) {
+        Planned p = plan(input, defaults, false);
+        if (p.config) read_result(p);
+        out.push_back(std::move(p.run));
+    }
+    return out;
+}
 
 std::string_view sweep_outcome_name(SweepOutcome outcome) {
     switch (outcome) {
@@ -130,8 +197,8 @@ std::string_view sweep_outcome_name(SweepOutcome outcome) {
     return "failed";
 }
 
-std::vector<fs::path> expand_configs(const std::vector<std::string>& arguments) {
-    std::vector<fs::path> out;
+std::vector<SweepInput> expand_configs(const std::vector<std::string>& arguments) {
+    std::vector<fs::path> files;
     for (const std::string& argument : arguments) {
         const fs::path path(argument);
         std::error_code ec;
@@ -141,20 +208,31 @@ std::vector<fs::path> expand_configs(const std::vector<std::string>& arguments) 
                 if (entry.path().extension() == ".toml" && !entry.is_directory()) found.push_back(entry.path());
             if (found.empty()) throw UsageError(fmt::format("ember sweep: {} holds no *.toml run config", argument));
             std::sort(found.begin(), found.end());
-            out.insert(out.end(), found.begin(), found.end());
+            files.insert(files.end(), found.begin(), found.end());
         } else if (fs::exists(path, ec)) {
-            out.push_back(path);
+            files.push_back(path);
         } else {
             throw UsageError(fmt::format("ember sweep: {}: no such file or directory", argument));
         }
     }
+    std::vector<SweepInput> out;
+    for (const fs::path& file : files) {
+        if (!config::is_grid_file(file)) {
+            out.push_back({file, {}, {}, std::nullopt});
+            continue;
+        }
+        config::LoadOptions load;
+        load.defaults_file = config::find_defaults_file();
+        for (config::GridRun& run : config::expand_grid(file, load).runs)
+            out.push_back({file, std::move(run.name), std::move(run.values), std::move(run.config)});
+    }
     return out;
 }
 
-std::vector<SweepRun> execute_sweep(const std::vector<fs::path>& configs, const SweepOptions& options) {
+std::vector<SweepRun> execute_sweep(const std::vector<SweepInput>& inputs, const SweepOptions& options) {
     const std::optional<fs::path> defaults = config::find_defaults_file();
     std::vector<Planned> planned;
-    for (const fs::path& file : configs) planned.push_back(plan(file, defaults, options.force));
+    for (const SweepInput& input : inputs) planned.push_back(plan(input, defaults, options.force));
 
     // Two runs must not write one directory.
     std::map<fs::path, fs::path> owner;
@@ -220,31 +298,50 @@ std::vector<SweepRun> execute_sweep(const std::vector<fs::path>& configs, const 
 }
 
 json::array sweep_summary_json(const std::vector<SweepRun>& runs) {
+    const std::vector<std::string> columns = grid_columns(runs);
     json::array out;
     for (const SweepRun& r : runs) {
-        out.push_back({{"config", r.config.string()},
-                       {"outcome", sweep_outcome_name(r.outcome)},
-                       {"error", r.error.empty() ? json::value(nullptr) : json::value(r.error)},
-                       {"run_id", r.run_id.empty() ? json::value(nullptr) : json::value(r.run_id)},
-                       {"config_hash", r.config_hash},
-                       {"output_dir", r.output_dir.string()},
-                       {"prompt_tokens", r.prompt_tokens},
-                       {"generated_tokens", r.generated_tokens},
-                       {"model_shared", r.model_shared},
-                       {"load_ms", r.load_ms},
-                       {"prefill_ms", r.prefill_ms},
-                       {"decode_ms", r.decode_ms},
-                       {"total_ms", r.total_ms}});
+        json::object row{{"config", r.config.string()}};  // the grid columns right after config
+        if (!columns.empty()) row["name"] = r.name;
+        for (const std::string& key : columns) {
+            const json::value* v = grid_value(r, key);
+            row[key] = v ? *v : json::value(nullptr);
+        }
+        json::object rest{{"outcome", sweep_outcome_name(r.outcome)},
+                          {"error", r.error.empty() ? json::value(nullptr) : json::value(r.error)},
+                          {"run_id", r.run_id.empty() ? json::value(nullptr) : json::value(r.run_id)},
+                          {"config_hash", r.config_hash},
+                          {"output_dir", r.output_dir.string()},
+                          {"prompt_tokens", r.prompt_tokens},
+                          {"generated_tokens", r.generated_tokens},
+                          {"model_shared", r.model_shared},
+                          {"load_ms", r.load_ms},
+                          {"prefill_ms", r.prefill_ms},
+                          {"decode_ms", r.decode_ms},
+                          {"total_ms", r.total_ms}};
+        for (auto& kv : rest) row[kv.key()] = std::move(kv.value());
+        out.push_back(std::move(row));
     }
     return out;
 }
 
 std::string sweep_summary_csv(const std::vector<SweepRun>& runs) {
-    std::string out =
-        "config,outcome,error,run_id,config_hash,output_dir,prompt_tokens,generated_tokens,model_shared,load_ms,"
-        "prefill_ms,decode_ms,total_ms\n";
+    const std::vector<std::string> columns = grid_columns(runs);
+    std::string grid_header;
+    if (!columns.empty()) grid_header = "name,";
+    for (const std::string& key : columns) grid_header += csv_field(key) + ",";
+    std::string out = "config," + grid_header +
+                      "outcome,error,run_id,config_hash,output_dir,prompt_tokens,generated_tokens,model_shared,load_ms,"
+                      "prefill_ms,decode_ms,total_ms\n";
     for (const SweepRun& r : runs) {
-        out += fmt::format("{},{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f}\n", csv_field(r.config.string()),
+        std::string grid;
+        if (!columns.empty()) grid = csv_field(r.name) + ",";
+        for (const std::string& key : columns) {
+            const json::value* v = grid_value(r, key);
+            grid += (!v ? std::string() : v->is_string() ? csv_field(std::string(v->get_string()))
+                                                          : csv_field(config::canonical_json(*v))) + ",";
+        }
+        out += fmt::format("{},{}{},{},{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f}\n", csv_field(r.config.string()), grid,
                            sweep_outcome_name(r.outcome), csv_field(r.error), r.run_id, r.config_hash,
                            csv_field(r.output_dir.string()), r.prompt_tokens, r.generated_tokens,
                            r.model_shared ? "true" : "false", r.load_ms, r.prefill_ms, r.decode_ms, r.total_ms);

@@ -1,5 +1,5 @@
 // Many run configs, each run exactly as `ember run` runs one (execute_run), with what a
-// batch needs on top: configs from directories, a model loaded once however many
+// batch needs on top: configs from directories and grids (config/sweep_grid), a model loaded once however many
 // configs use it, runs whose verified result already exists skipped, several runs at
 // once on worker threads (each run has its own session and its own experiment
 // instances; only the immutable loaded model is shared), and a summary of every run.
@@ -10,16 +10,29 @@
 #include <cstddef>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "config/sweep_grid.hpp"
 
 namespace ember::app {
 
 enum class SweepOutcome { Ok, Failed, Skipped };
 std::string_view sweep_outcome_name(SweepOutcome outcome);  // "ok", "failed", "skipped"
 
+// One run to do: a run config file, or one run of a grid (expanded and parsed already).
+struct SweepInput {
+    std::filesystem::path config;               // the config file, or the grid file
+    std::string name;                           // a grid run: its name; empty for a config file
+    std::vector<config::GridValue> grid;        // a grid run: its value of each grid key
+    std::optional<config::RunConfig> expanded;  // a grid run: its config
+};
+
 struct SweepRun {
     std::filesystem::path config;  // as found
+    std::string name;              // a grid run's name
+    std::vector<config::GridValue> grid;
     SweepOutcome outcome = SweepOutcome::Failed;
     std::string error;             // failed: why; skipped: what was found
     std::string run_id;
@@ -43,14 +56,22 @@ struct SweepOptions {
     std::function<void(const std::filesystem::path& config)> on_run_start;
 };
 
-// CONFIG arguments: files as given, directories as their *.toml files in name order.
-// UsageError for a path that does not exist or a directory without configs.
-std::vector<std::filesystem::path> expand_configs(const std::vector<std::string>& arguments);
+// CONFIG arguments: files as given, directories as their *.toml files in name order, a
+// grid file (a [grid] table) as its runs in expansion order. UsageError for a path that
+// does not exist or a directory without configs; an ember::Error for a grid that does
+// not expand.
+std::vector<SweepInput> expand_configs(const std::vector<std::string>& arguments);
 
-// Runs every config; the result is in the order of `configs`, whatever ran first.
-std::vector<SweepRun> execute_sweep(const std::vector<std::filesystem::path>& configs, const SweepOptions& options);
+// Runs every config; the result is in the order of `inputs`, whatever ran first.
+std::vector<SweepRun> execute_sweep(const std::vector<SweepInput>& inputs, const SweepOptions& options);
 
-// The summary as JSON (an array of objects) or CSV (a header line, then one line a run).
+// Runs nothing: each input's result read from its output directory (run.json, when the
+// directory verifies and records the input's config hash), as a sweep that ran it reports
+// it; `failed` with the reason when there is no such result. For the outputs of shards.
+std::vector<SweepRun> collect_sweep(const std::vector<SweepInput>& inputs);
+
+// The summary as JSON (an array of objects) or CSV (a header line, then one line a run);
+// grid runs add `name` and one column per grid key after `config`.
 boost::json::array sweep_summary_json(const std::vector<SweepRun>& runs);
 std::string sweep_summary_csv(const std::vector<SweepRun>& runs);
 

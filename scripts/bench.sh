@@ -3,8 +3,9 @@
 #
 #   scripts/bench.sh [ROUNDS=5]
 #
-# Builds `ember`, writes the random-weight llama-1b models once (Q8_0 and F16, with the
-# Llama 3 vocabulary of the synth-llama3 fixture) into $EMBER_BENCH_MODELS (default
+# Builds `ember`, writes the random-weight llama-1b models once (by default Q8_0 and F16;
+# EMBER_BENCH_TYPES="q4_k_m q6_k q4_0" for the K-quant and legacy file types, any of
+# `ember synth --type`; with the Llama 3 vocabulary of the synth-llama3 fixture) into $EMBER_BENCH_MODELS (default
 # ~/.cache/ember/bench-models), then runs `ember bench` and llama.cpp's peer alternately,
 # ROUNDS times each per model, and prints medians and ratios for prefill and decode,
 # Ember's peak memory and its check against the budget (model file + KV cache at
@@ -13,43 +14,24 @@
 # llama.cpp runs through ../shared/tools/peer-llamacpp (node-llama-cpp's prebuilt CPU
 # binaries), which needs `npm install --no-audit --no-fund` there once, or a copy that
 # has it: EMBER_PEER_DIR=/path/to/peer-llamacpp. Settings: EMBER_BENCH_THREADS (2),
-# EMBER_BENCH_PROMPT (128), EMBER_BENCH_GEN (64), EMBER_BUILD_DIR (build).
+# EMBER_BENCH_PROMPT (128), EMBER_BENCH_GEN (64), EMBER_BUILD_DIR (build),
+# EMBER_BENCH_TYPES ("q8_0 f16").
 # The machine should be otherwise idle: check `uptime` first; rerun if disturbed.
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
 rounds=${1:-5}
-threads=${EMBER_BENCH_THREADS:-2}
 prompt=${EMBER_BENCH_PROMPT:-128}
 gen=${EMBER_BENCH_GEN:-64}
-build=${EMBER_BUILD_DIR:-$root/build}
-models=${EMBER_BENCH_MODELS:-$HOME/.cache/ember/bench-models}
-peer=${EMBER_PEER_DIR:-$root/../shared/tools/peer-llamacpp}
-vocab=$root/../shared/fixtures/models/synth-llama3-q8_0.gguf
-
-if [[ ! -d $peer/node_modules/node-llama-cpp ]]; then
-    echo "bench.sh: $peer has no node_modules: run 'npm install --no-audit --no-fund' there once," >&2
-    echo "          or set EMBER_PEER_DIR to a peer-llamacpp copy that has them" >&2
-    exit 1
-fi
-
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" -j "${EMBER_JOBS:-2}" --target ember >/dev/null
-ember=$build/app/ember
-
-mkdir -p "$models"
-for type in q8_0 f16; do
-    model=$models/llama-1b-$type.gguf
-    if [[ ! -f $model ]]; then
-        echo "writing $model (once)" >&2
-        "$ember" synth --shape llama-1b --vocab-from "$vocab" --type "$type" "$model" >&2
-    fi
-done
+types=${EMBER_BENCH_TYPES:-q8_0 f16}
+source "$(dirname "$0")/bench-common.sh"
+bench_require_peer bench.sh
+bench_build_ember
+for type in $types; do bench_model "$type" >/dev/null; done
 
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
 echo "uptime before: $(uptime)" >&2
-for type in q8_0 f16; do
+for type in $types; do
     model=$models/llama-1b-$type.gguf
     for ((i = 1; i <= rounds; i++)); do
         echo "round $i/$rounds, $type: ember, then llama.cpp" >&2
@@ -61,23 +43,25 @@ for type in q8_0 f16; do
 done
 echo "uptime after: $(uptime)" >&2
 
-python3 - "$results" "$threads" <<'EOF'
+python3 - "$results" "$threads" $types <<'EOF'
 import json, statistics, sys
-results, threads = sys.argv[1], sys.argv[2]
+results, threads, types = sys.argv[1], sys.argv[2], sys.argv[3:]
 def load(name):
     with open(f"{results}/{name}.jsonl") as f:
         return [json.loads(line) for line in f if line.strip()]
-targets = {"q8_0": {"prefill": 0.8, "decode": 1.0}, "f16": {"decode": 0.9}}
+targets = {"q8_0": {"prefill": 0.8, "decode": 1.0}, "f16": {"decode": 0.9},
+           "q4_k_m": {"prefill": 1.0, "decode": 1.0}, "q6_k": {"prefill": 1.0, "decode": 1.0},
+           "q4_0": {"prefill": 1.0, "decode": 1.0}}
 print(f"threads {threads}; medians over the rounds (all runs in brackets), tok/s")
 print(f"{'model':6} {'phase':8} {'llama.cpp':>10} {'ember':>10} {'ratio':>6}  target  runs llama.cpp | ember")
 ok = True
-for model in ("q8_0", "f16"):
+for model in types:
     ember, peer = load(f"ember-{model}"), load(f"peer-{model}")
     for phase in ("prefill", "decode"):
         e = [r[f"{phase}_tok_s"] for r in ember]
         p = [r[f"{phase}_tok_s"] for r in peer]
         ratio = statistics.median(e) / statistics.median(p)
-        target = targets[model].get(phase)
+        target = targets.get(model, {}).get(phase)
         verdict = "" if target is None else (f">= {target} " + ("ok" if ratio >= target else "SHORT"))
         ok &= target is None or ratio >= target
         print(f"{model:6} {phase:8} {statistics.median(p):10.1f} {statistics.median(e):10.1f} {ratio:6.2f}  {verdict:8}"

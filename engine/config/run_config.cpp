@@ -5,12 +5,15 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/value_from.hpp>
 
+#include <ember/selection.hpp>
+
 #include <array>
 #include <cstdlib>
 #include <limits>
 
 #include "common/error.hpp"
 #include "common/sha256.hpp"
+#include "config/run_config_toml.hpp"
 #include "config/toml_limits.hpp"
 #include "config/toml_reader.hpp"
 #include "hooks/hooks.hpp"
@@ -86,6 +89,29 @@ TracingSection parse_tracing(const toml::table& table, const std::string& file, 
     return t;
 }
 
+// A selection spec (ember/selection.hpp) in its text form, checked.
+std::string checked_spec(const TableReader& r, const toml::node& node, std::string_view key) {
+    const auto* text = node.as_string();
+    if (!text) r.fail(node, fmt::format("{} must be a selection spec string (all, last, 3,-1, substring:TEXT...)", key));
+    try {
+        return selection::parse(text->get()).to_string();
+    } catch (const selection::SpecError& e) {
+        r.fail(node, fmt::format("{}: {}", key, e.what()));
+    }
+}
+
+DatasetSection parse_dataset(const toml::table& table, const std::string& file, const fs::path& base) {
+    DatasetSection d;
+    TableReader r(table, "dataset", file);
+    d.path = r.path("path", base);
+    if (!d.path) r.fail_here("dataset.path is required (a JSONL or .txt file)");
+    if (const toml::node* node = r.node("select")) d.select = checked_spec(r, *node, "dataset.select");
+    if (auto v = r.integer("batch_tokens", 0, kMaxInt32)) d.batch_tokens = static_cast<std::uint32_t>(*v);
+    if (auto v = r.choice("on_empty", {"error", "skip"})) d.skip_empty = *v == "skip";
+    r.finish();
+    return d;
+}
+
 OutputSection parse_output(const toml::table& table, const std::string& file, const fs::path& base) {
     OutputSection o;
     TableReader r(table, "output", file);
@@ -98,10 +124,18 @@ OutputSection parse_output(const toml::table& table, const std::string& file, co
     if (auto v = r.word_or_indices("positions", {"all", "last"}, kMaxInt32)) {
         if (v->word == "all") o.positions.kind = PositionSelection::Kind::All;
         else if (v->word == "last") o.positions.kind = PositionSelection::Kind::Last;
-        else o.positions = {PositionSelection::Kind::List, {v->indices.begin(), v->indices.end()}};
+        else o.positions = {PositionSelection::Kind::List, {v->indices.begin(), v->indices.end()}, {}};
     }
-    if (auto v = r.choice("logits", {"none", "last", "all"}))
-        o.logits = *v == "none" ? LogitsDump::None : *v == "last" ? LogitsDump::Last : LogitsDump::All;
+    if (const toml::node* node = r.node("select")) {
+        if (table.contains("positions")) r.fail(*node, "output.select and output.positions are two spellings of one key: give one");
+        o.positions = {PositionSelection::Kind::Spec, {}, checked_spec(r, *node, "output.select")};
+    }
+    if (auto v = r.choice("logits", {"none", "last", "all", "selected"})) {
+        o.logits = *v == "none"   ? LogitsDump::None
+                   : *v == "last" ? LogitsDump::Last
+                   : *v == "all"  ? LogitsDump::All
+                                  : LogitsDump::Selected;
+    }
     if (auto v = r.integer("logit_lens", 0, 1 << 20)) o.logit_lens = static_cast<std::uint32_t>(*v);
     r.finish();
     return o;
@@ -153,6 +187,7 @@ std::string_view logits_dump_name(LogitsDump dump) {
         case LogitsDump::None: return "none";
         case LogitsDump::Last: return "last";
         case LogitsDump::All: return "all";
+        case LogitsDump::Selected: return "selected";
     }
     return "none";
 }
@@ -165,6 +200,7 @@ boost::json::object extraction_json(const OutputSection& o) {
     if (o.layers) layers = json::value_from(*o.layers);
     json::value positions = o.positions.kind == PositionSelection::Kind::All    ? json::value("all")
                             : o.positions.kind == PositionSelection::Kind::Last ? json::value("last")
+                            : o.positions.kind == PositionSelection::Kind::Spec ? json::value(o.positions.spec)
                                                                                 : json::value_from(o.positions.list);
     return {{"stages", std::move(stages)},
             {"layers", std::move(layers)},
@@ -188,8 +224,13 @@ std::vector<ExperimentEntry> load_defaults_file(const fs::path& file) {
 }
 
 RunConfig load_run_config(const fs::path& file, const LoadOptions& options) {
+    return run_config_from_toml(parse_toml_file(file), file, options);
+}
+
+toml::table parse_config_file(const fs::path& file) { return parse_toml_file(file); }
+
+RunConfig run_config_from_toml(const toml::table& root, const fs::path& file, const LoadOptions& options) {
     const std::string display = file.string();
-    const toml::table root = parse_toml_file(file);
     RunConfig c;
     c.source = absolute_normal(file);
     const fs::path base = c.source.parent_path();
@@ -201,13 +242,16 @@ RunConfig load_run_config(const fs::path& file, const LoadOptions& options) {
     const toml::table* tracing = top.table("tracing");
     const toml::table* output = top.table("output");
     const toml::table* hooks = top.table("hooks");
+    const toml::table* dataset = top.table("dataset");
     std::vector<ExperimentEntry> own = parse_experiments(top, display, base);
     top.finish();
 
     if (!model) missing_table(display, "missing [model] (model.path is required)");
-    if (!prompt) missing_table(display, "missing [prompt] (prompt.text or prompt.file is required)");
+    if (!prompt && !dataset) missing_table(display, "missing [prompt] (prompt.text or prompt.file is required)");
+    if (prompt && dataset) missing_table(display, "[prompt] and [dataset] cannot both be given: a run has one prompt or a dataset");
     c.model = parse_model(*model, display, base);
-    c.prompt = parse_prompt(*prompt, display, base);
+    if (prompt) c.prompt = parse_prompt(*prompt, display, base);
+    if (dataset) c.dataset = parse_dataset(*dataset, display, base);
     if (generation) c.generation = parse_generation(*generation, display);
     if (tracing) c.tracing = parse_tracing(*tracing, display, base);
     if (output) c.output = parse_output(*output, display, base);
@@ -278,7 +322,7 @@ boost::json::object to_json(const RunConfig& c) {
         experiments.push_back(json::object{
             {"plugin", e.plugin.string()}, {"config", json::parse(e.config_json)}, {"base_dir", e.base_dir.string()}});
     }
-    return json::object{
+    json::object out{
         {"model",
          {{"path", c.model.path.string()},
           {"arch", c.model.arch},
@@ -298,6 +342,14 @@ boost::json::object to_json(const RunConfig& c) {
         {"hooks", hooks_json(c.hooks)},
         {"experiments", std::move(experiments)},
     };
+    // Only a dataset run has the key, so single-prompt configs keep their hashes.
+    if (c.dataset.path) {
+        out["dataset"] = {{"path", c.dataset.path->string()},
+                          {"select", c.dataset.select},
+                          {"batch_tokens", c.dataset.batch_tokens},
+                          {"on_empty", c.dataset.skip_empty ? "skip" : "error"}};
+    }
+    return out;
 }
 
 std::string canonical_json(const RunConfig& config) { return canonical_json(boost::json::value(to_json(config))); }

@@ -56,14 +56,17 @@ struct TracingSection {
     std::filesystem::path path;  // default: <output.dir>/trace.jsonl
 };
 
-// Which prompt positions an extraction keeps.
+// Which prompt positions an extraction keeps: all, last, a list, or a selection spec
+// anchored to the prompt's text (ember/selection.hpp: `substring:كتب:last`, `bytes:4-9`...).
 struct PositionSelection {
-    enum class Kind { All, Last, List };
+    enum class Kind { All, Last, List, Spec };
     Kind kind = Kind::All;
     std::vector<std::uint32_t> list;  // Kind::List: the positions, as written
+    std::string spec;                 // Kind::Spec: the spec's text form
 };
 
-enum class LogitsDump { None, Last, All };
+// Which rows' logits an extraction writes: none, the last, every row, or the selected rows.
+enum class LogitsDump { None, Last, All, Selected };
 
 // Where the run writes, and what a hidden-state extraction records (docs/extraction.md).
 // `ember extract` always extracts; `ember run` when `extract` is true.
@@ -72,14 +75,25 @@ struct OutputSection {
     bool extract = false;
     std::vector<std::string> stages = {"after_layer"};  // hook stage names, in the order given
     std::optional<std::vector<std::uint32_t>> layers;   // nullopt: every layer
-    PositionSelection positions;
+    PositionSelection positions;  // `positions`, or `select` (a spec) in the TOML
     LogitsDump logits = LogitsDump::None;
     std::uint32_t logit_lens = 0;  // top-K per position and chosen layer; 0 = off
 };
 
-std::string_view logits_dump_name(LogitsDump dump);  // "none" | "last" | "all"
+std::string_view logits_dump_name(LogitsDump dump);  // "none" | "last" | "all" | "selected"
 // The output section's extraction keys as JSON (what the manifest and run.json record).
 boost::json::object extraction_json(const OutputSection& output);
+
+// A research dataset (`ember extract --dataset`, docs/extraction.md): many prompts in one
+// process. The [output] extraction keys apply to every sample; `select` is the default
+// selection spec a sample's own "select" overrides.
+struct DatasetSection {
+    std::optional<std::filesystem::path> path;  // JSONL or .txt; none: a single-prompt run
+    std::string select = "last";                // a selection spec (ember/selection.hpp)
+    std::uint32_t batch_tokens = 0;             // tokens per evaluation; 0: the default (kDefaultBatchTokens)
+    bool skip_empty = false;                    // on_empty = "skip": a sample selecting nothing is recorded, not an error
+};
+inline constexpr std::uint32_t kDefaultBatchTokens = 512;
 
 struct HooksSection {
     FailurePolicy failure = FailurePolicy::Strict;
@@ -102,6 +116,7 @@ struct RunConfig {
     GenerationSection generation;
     TracingSection tracing;
     OutputSection output;
+    DatasetSection dataset;
     HooksSection hooks;
     std::vector<ExperimentEntry> experiments;  // composed: defaults file, config, command line
 };

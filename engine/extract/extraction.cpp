@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <boost/json/serialize.hpp>
 #include <boost/json/value_from.hpp>
 
 #include <chrono>
@@ -31,6 +32,8 @@ json::object tensor_contract(const Selection& s) {
         {"stages", std::move(stages)},
         {"layers", json::value_from(s.layers)},
         {"positions", json::value_from(s.positions)},
+        {"select", s.spec},
+        {"partial", json::value_from(s.partial)},
         {"rows", "one row per selected prompt position, ascending; position p is tokenizer.token_ids[p] "
                  "(attention_pattern: n_head rows per position, row i * n_head + h for head h)"},
         {"columns", "the stage's features: n_embd for before_layer, after_attention, after_mlp, after_layer and "
@@ -86,9 +89,19 @@ WrittenArrays write_arrays(RunDirectoryWriter& writer, const Extractor& extracto
             const FileRecord ids = writer.write_npy_i32(fmt::format("logit_lens.layer{}.ids.npy", l.layer), l.ids.data(), shape);
             const FileRecord values =
                 writer.write_npy_f32(fmt::format("logit_lens.layer{}.logits.npy", l.layer), l.logits.data(), shape);
+            // The ids' pieces, [positions][k]: text when valid UTF-8, else null.
+            json::array pieces;
+            for (std::size_t p = 0; p < l.positions.size(); ++p) {
+                json::array row;
+                for (std::size_t j = 0; j < l.k; ++j) row.push_back(piece_text(model.tokenizer.piece(l.ids[p * l.k + j], true)));
+                pieces.push_back(std::move(row));
+            }
+            const FileRecord pieces_file =
+                writer.write_text(fmt::format("logit_lens.layer{}.pieces.json", l.layer), json::serialize(pieces) + "\n");
             layers.push_back({{"layer", l.layer},
                               {"ids_file", ids.name},
                               {"logits_file", values.name},
+                              {"pieces_file", pieces_file.name},
                               {"positions", json::value_from(l.positions)},
                               {"shape", json::value_from(shape)}});
         }
@@ -150,7 +163,7 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     const auto route = runtime::route_from_name(config.model.route);
     if (!route) throw Error(fmt::format("model.route '{}' is not one of reference, fast", config.model.route));
     const EncodedPrompt prompt = encode_prompt(model.tokenizer, read_prompt(config.prompt), config.prompt.add_bos);
-    const Selection selection = resolve(config.output, model.model->config(), prompt.ids.size());
+    const Selection selection = resolve(config.output, model.model->config(), prompt.text, prompt.tokens);
     const std::size_t threads = effective_threads(config.model.threads);
 
     // Opening the directory removes an earlier manifest before anything is written.

@@ -80,6 +80,7 @@ Extractor::Extractor(Selection selection) : selection_(std::move(selection)) {
     if (selection_.logits != config::LogitsDump::None) {
         std::vector<std::size_t> positions;
         if (selection_.logits == config::LogitsDump::Last) positions.push_back(selection_.n_tokens - 1);
+        else if (selection_.logits == config::LogitsDump::Selected) positions = selection_.positions;
         else for (std::size_t p = 0; p < selection_.n_tokens; ++p) positions.push_back(p);
         logits_ = empty_capture(hooks::Stage::AfterLogits, std::nullopt, std::move(positions));
     }

@@ -14,18 +14,22 @@ namespace {
 
 namespace json = boost::json;
 
-std::string hex(std::string_view bytes) {
-    std::string out;
-    for (const char c : bytes) fmt::format_to(std::back_inserter(out), "{:02x}", static_cast<unsigned char>(c));
-    return out;
-}
-
 json::value optional_id(const std::optional<std::uint32_t>& id) { return id ? json::value(*id) : json::value(nullptr); }
 
 // What the columns of a stage's rows are (ember/stages.h).
 std::string column_meaning(hooks::Stage stage) { return hooks::stage_info(stage).meaning; }
 
 }  // namespace
+
+std::string hex(std::string_view bytes) {
+    std::string out;
+    for (const char c : bytes) fmt::format_to(std::back_inserter(out), "{:02x}", static_cast<unsigned char>(c));
+    return out;
+}
+
+json::value piece_text(std::string_view piece) {
+    return tokenizer::unicode::is_valid_utf8(piece) ? json::value(piece) : json::value(nullptr);
+}
 
 EncodedPrompt encode_prompt(const tokenizer::Tokenizer& tok, std::string text, config::AddBos add_bos) {
     EncodedPrompt p;
@@ -102,7 +106,7 @@ json::object tokenizer_record(const tokenizer::Tokenizer& tok, const EncodedProm
                           {"start", t.start},
                           {"end", t.end},
                           {"piece_hex", hex(piece)},
-                          {"piece", tokenizer::unicode::is_valid_utf8(piece) ? json::value(piece) : json::value(nullptr)}});
+                          {"piece", piece_text(piece)}});
     }
     return {
         {"model", info.model},

@@ -56,6 +56,11 @@ boost::json::object tensor_entry(const Capture& capture, const FileRecord& file)
 // STAGE.layerN.npy for layer stages, STAGE.npy for the logits stages.
 std::string capture_file_name(const Capture& capture);
 
+// Bytes as lowercase hex; a token piece as JSON: its text when valid UTF-8, else null
+// (a piece can be part of a character; its hex says what it is).
+std::string hex(std::string_view bytes);
+boost::json::value piece_text(std::string_view piece);
+
 // The SHA-256 of float32 values as stored (little-endian bytes).
 std::string values_sha256(const std::vector<float>& values);
 

@@ -44,11 +44,14 @@ bool Selection::has_layer(std::uint32_t layer) const {
 
 bool Selection::needs_all_logits() const {
     if (logits == config::LogitsDump::All) return true;
-    const bool logits_stage = has(hooks::Stage::BeforeLogits) || has(hooks::Stage::AfterLogits);
+    const bool logits_stage = has(hooks::Stage::BeforeLogits) || has(hooks::Stage::AfterLogits) ||
+                              logits == config::LogitsDump::Selected;
     return logits_stage && !(positions.size() == 1 && positions[0] + 1 == n_tokens);
 }
 
-Selection resolve(const config::OutputSection& output, const models::ModelConfig& model, std::size_t n_tokens) {
+namespace {
+
+Selection resolve_common(const config::OutputSection& output, const models::ModelConfig& model, std::size_t n_tokens) {
     if (n_tokens == 0) throw Error("the prompt has no tokens");
     const std::uint32_t n_layers = model.n_layers;
     if (output.logit_lens > model.n_vocab) {
@@ -78,7 +81,18 @@ Selection resolve(const config::OutputSection& output, const models::ModelConfig
     } else {
         for (std::uint32_t l = 0; l < n_layers; ++l) s.layers.push_back(l);
     }
+    s.logits = output.logits;
+    s.lens_top_k = output.logit_lens;
+    return s;
+}
+
+}  // namespace
+
+Selection resolve(const config::OutputSection& output, const models::ModelConfig& model, std::size_t n_tokens) {
+    Selection s = resolve_common(output, model, n_tokens);
     switch (output.positions.kind) {
+        case config::PositionSelection::Kind::Spec:
+            throw Error(fmt::format("output.select '{}' needs the prompt's text", output.positions.spec));
         case config::PositionSelection::Kind::All:
             for (std::size_t p = 0; p < n_tokens; ++p) s.positions.push_back(p);
             break;
@@ -94,9 +108,50 @@ Selection resolve(const config::OutputSection& output, const models::ModelConfig
             s.positions.erase(std::unique(s.positions.begin(), s.positions.end()), s.positions.end());
             break;
     }
-    s.logits = output.logits;
-    s.lens_top_k = output.logit_lens;
+    s.partial.assign(s.positions.size(), false);
+    const auto& p = output.positions;
+    selection::Spec spec;
+    spec.kind = p.kind == config::PositionSelection::Kind::All    ? selection::Kind::All
+                : p.kind == config::PositionSelection::Kind::Last ? selection::Kind::Last
+                                                                  : selection::Kind::Indices;
+    spec.indices.assign(p.list.begin(), p.list.end());
+    s.spec = spec.to_string();
     return s;
+}
+
+selection::Resolved select_positions(const selection::Spec& spec, std::string_view text,
+                                     std::span<const tokenizer::Token> tokens) {
+    std::vector<selection::TokenSpan> spans;
+    spans.reserve(tokens.size());
+    for (const tokenizer::Token& t : tokens) spans.push_back({t.start, t.end});
+    return selection::resolve(spec, text, spans);
+}
+
+Selection resolve(const config::OutputSection& output, const models::ModelConfig& model, std::string_view text,
+                  std::span<const tokenizer::Token> tokens, const selection::Spec* spec) {
+    if (!spec && output.positions.kind != config::PositionSelection::Kind::Spec) return resolve(output, model, tokens.size());
+    Selection s = resolve_common(output, model, tokens.size());
+    const selection::Spec parsed = spec ? *spec : selection::parse(output.positions.spec);
+    const selection::Resolved r = select_positions(parsed, text, tokens);
+    if (r.rows.empty()) throw Error(fmt::format("selection '{}' selects nothing: {}", parsed.to_string(), r.why_empty));
+    for (const selection::Selected& row : r.rows) {
+        s.positions.push_back(row.position);
+        s.partial.push_back(row.partial);
+    }
+    s.spec = parsed.to_string();
+    return s;
+}
+
+selection::Spec parse_spec(const std::string& text, const char* option) {
+    try {
+        return selection::parse(text);
+    } catch (const selection::SpecError& e) {
+        throw UsageError(fmt::format("--{}: {}", option, e.what()));
+    }
+}
+
+void parse_select(const std::string& text, config::OutputSection& output) {
+    output.positions = {config::PositionSelection::Kind::Spec, {}, parse_spec(text, "select").to_string()};
 }
 
 void parse_stages(const std::string& text, config::OutputSection& output) {
@@ -120,16 +175,17 @@ void parse_layers(const std::string& text, config::OutputSection& output) {
 }
 
 void parse_positions(const std::string& text, config::OutputSection& output) {
-    if (text == "all") output.positions = {config::PositionSelection::Kind::All, {}};
-    else if (text == "last") output.positions = {config::PositionSelection::Kind::Last, {}};
-    else output.positions = {config::PositionSelection::Kind::List, parse_indices(text, "positions")};
+    if (text == "all") output.positions = {config::PositionSelection::Kind::All, {}, {}};
+    else if (text == "last") output.positions = {config::PositionSelection::Kind::Last, {}, {}};
+    else output.positions = {config::PositionSelection::Kind::List, parse_indices(text, "positions"), {}};
 }
 
 void parse_logits(const std::string& text, config::OutputSection& output) {
     if (text == "none") output.logits = config::LogitsDump::None;
     else if (text == "last") output.logits = config::LogitsDump::Last;
     else if (text == "all") output.logits = config::LogitsDump::All;
-    else throw UsageError(fmt::format("--logits '{}' is not one of none, last, all", text));
+    else if (text == "selected") output.logits = config::LogitsDump::Selected;
+    else throw UsageError(fmt::format("--logits '{}' is not one of none, last, all, selected", text));
 }
 
 }  // namespace ember::extract

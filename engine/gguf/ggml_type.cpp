@@ -80,16 +80,4 @@ std::string_view type_name(GgmlType type) {
     return traits ? traits->name : std::string_view{"invalid"};
 }
 
-bool is_computable(GgmlType type) {
-    switch (type) {
-        case GgmlType::F32:
-        case GgmlType::F16:
-        case GgmlType::BF16:
-        case GgmlType::Q8_0:
-            return true;
-        default:
-            return false;
-    }
-}
-
 }  // namespace ember::gguf

@@ -32,7 +32,7 @@ std::string_view invalid_type_reason(std::uint32_t id);
 
 std::string_view type_name(GgmlType type);  // traits must exist
 
-// Whether the engine has kernels (dequantization, matmul) for this type.
-bool is_computable(GgmlType type);
+// Which types Ember computes with is the kernels' weight-format table
+// (kernels/weight_format.hpp), not this one.
 
 }  // namespace ember::gguf

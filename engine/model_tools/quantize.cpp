@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -12,54 +13,75 @@
 #include "gguf/gguf_file.hpp"
 #include "gguf/gguf_writer.hpp"
 #include "gguf/layout.hpp"
-#include "kernels/fast/half_precision.hpp"
 #include "model_tools/tensor_rows.hpp"
 
 namespace ember::model_tools {
 
 using gguf::GgmlType;
-using kernels::fast::BlockQ8_0;
-using kernels::fast::kQ8_0BlockSize;
 
 namespace {
 
 constexpr std::uint32_t kQuantizationVersion = 2;  // GGML_QNT_VERSION
-constexpr std::uint32_t kFileTypeMostlyQ8_0 = 7;   // LLAMA_FTYPE_MOSTLY_Q8_0
 
 bool ends_with(std::string_view s, std::string_view suffix) {
     return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-std::vector<std::byte> quantize_tensor(const std::vector<float>& values, std::size_t row_length) {
-    std::vector<std::byte> out(values.size() / kQ8_0BlockSize * sizeof(BlockQ8_0));
-    auto* blocks = reinterpret_cast<BlockQ8_0*>(out.data());
-    for (std::size_t r = 0; r < values.size() / row_length; ++r) {
-        quantize_row_q8_0_file_rule(values.data() + r * row_length, blocks + r * (row_length / kQ8_0BlockSize), row_length);
-    }
-    return out;
+// use_more_bits (llama-quant.cpp): the first and last eighth of the layers, and every
+// third one between.
+bool use_more_bits(int i_layer, int n_layers) {
+    return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 || (i_layer - n_layers / 8) % 3 == 2;
 }
 
-std::vector<std::byte> to_f16_tensor(const std::vector<float>& values) {
-    std::vector<std::byte> out(values.size() * 2);
-    for (std::size_t i = 0; i < values.size(); ++i) {
-        const std::uint16_t h = kernels::fast::fp32_to_fp16(values[i]);
-        std::memcpy(out.data() + 2 * i, &h, 2);
+GgmlType base_type(FileType type) {
+    switch (type) {
+        case FileType::q8_0: return GgmlType::Q8_0;
+        case FileType::q4_0: return GgmlType::Q4_0;
+        case FileType::q4_k_m: return GgmlType::Q4_K;
+        case FileType::q6_k: return GgmlType::Q6_K;
     }
-    return out;
+    throw Error("unknown file type");
 }
+
+constexpr std::pair<std::string_view, FileType> kFileTypes[] = {
+    {"q8_0", FileType::q8_0}, {"q4_0", FileType::q4_0}, {"q4_k_m", FileType::q4_k_m}, {"q6_k", FileType::q6_k}};
 
 }  // namespace
 
-void quantize_row_q8_0_file_rule(const float* x, BlockQ8_0* y, std::size_t n) {
-    for (std::size_t b = 0; b < n / kQ8_0BlockSize; ++b) {
-        const float* xb = x + b * kQ8_0BlockSize;
-        float amax = 0.0f;
-        for (std::size_t j = 0; j < kQ8_0BlockSize; ++j) amax = std::max(amax, std::fabs(xb[j]));
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = kernels::fast::fp32_to_fp16(d);
-        for (std::size_t j = 0; j < kQ8_0BlockSize; ++j) y[b].qs[j] = static_cast<std::int8_t>(std::round(xb[j] * id));
+FileType parse_file_type(std::string_view name) {
+    std::string lower(name);
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (const auto& [n, t] : kFileTypes) {
+        if (lower == n) return t;
     }
+    throw UsageError(fmt::format("type '{}' is not supported (q8_0, q4_0, q4_k_m, q6_k)", name));
+}
+
+std::string_view file_type_name(FileType type) {
+    for (const auto& [n, t] : kFileTypes) {
+        if (t == type) return n;
+    }
+    return "?";
+}
+
+GgmlType target_type(FileType file_type, std::string_view name, std::uint64_t row_length, int layer, int n_layers,
+                     bool has_output) {
+    GgmlType type = base_type(file_type);
+    if (name == "output.weight" || (!has_output && name == "token_embd.weight")) {
+        if (row_length % kernels::kQK_K != 0) type = GgmlType::Q8_0;
+        else if (type != GgmlType::Q8_0) type = GgmlType::Q6_K;
+    } else if (file_type == FileType::q4_k_m && layer >= 0 &&
+               (name.find("attn_v.weight") != std::string_view::npos || name.find("ffn_down") != std::string_view::npos) &&
+               use_more_bits(layer, n_layers)) {
+        type = GgmlType::Q6_K;
+    }
+    const std::uint32_t block = gguf::type_traits(static_cast<std::uint32_t>(type))->block_size;
+    if (row_length % block == 0) return type;
+    if (block == kernels::kQK) return GgmlType::F16;  // legacy types, as llama.cpp's Q8_0 path
+    if (type == GgmlType::Q6_K) return GgmlType::Q8_0;
+    throw Error(fmt::format("tensor '{}': rows of {} are not a multiple of 256, and llama.cpp's fallback for {} (Q5_0) "
+                            "is a type ember cannot write yet",
+                            name, row_length, gguf::type_name(type)));
 }
 
 int tensor_layer(std::string_view name) {
@@ -90,7 +112,7 @@ bool is_quantizable_weight(std::string_view name, std::size_t n_dims) {
     return name != "position_embd.weight" && name != "token_types.weight";
 }
 
-QuantizeSummary quantize_model_q8_0(const std::filesystem::path& input, const std::filesystem::path& output) {
+QuantizeSummary quantize_model(const std::filesystem::path& input, const std::filesystem::path& output, FileType type) {
     const gguf::File in = gguf::File::open(input);
     std::error_code ec;
     if (std::filesystem::exists(output) && std::filesystem::equivalent(input, output, ec)) {
@@ -104,7 +126,7 @@ QuantizeSummary quantize_model_q8_0(const std::filesystem::path& input, const st
         writer.copy_entry(in, entry);
     }
     writer.set_u32("general.quantization_version", kQuantizationVersion);
-    writer.set_u32("general.file_type", kFileTypeMostlyQ8_0);
+    writer.set_u32("general.file_type", static_cast<std::uint32_t>(type));
 
     std::vector<const gguf::TensorInfo*> order;
     for (const auto& t : in.tensors()) order.push_back(&t);
@@ -113,13 +135,19 @@ QuantizeSummary quantize_model_q8_0(const std::filesystem::path& input, const st
         return la != lb ? la < lb : a->name < b->name;
     });
 
+    const bool has_output = in.find_tensor("output.weight") != nullptr;
+    int n_layers = 0;
+    for (const gguf::TensorInfo* t : order) n_layers = std::max(n_layers, tensor_layer(t->name) + 1);
+
     QuantizeSummary summary;
     for (const gguf::TensorInfo* t : order) {
         const std::span<const std::uint64_t> ne(t->ne.data(), t->n_dims);
         const auto data = in.tensor_data(*t);  // mapped: copied when the file is written
         const auto copy = [data](std::span<std::byte> out) { std::memcpy(out.data(), data.data(), out.size()); };
-        const GgmlType target = t->ne[0] % kQ8_0BlockSize == 0 ? GgmlType::Q8_0 : GgmlType::F16;
-        if (!is_quantizable_weight(t->name, t->n_dims) || t->type == target) {
+        const bool quantizable = is_quantizable_weight(t->name, t->n_dims);
+        const GgmlType target =
+            quantizable ? target_type(type, t->name, t->ne[0], tensor_layer(t->name), n_layers, has_output) : t->type;
+        if (!quantizable || t->type == target) {
             writer.add_tensor(t->name, t->type, ne, copy);
             ++summary.copied;
             continue;
@@ -127,11 +155,10 @@ QuantizeSummary quantize_model_q8_0(const std::filesystem::path& input, const st
         // converted while the file is written, one tensor in memory at a time
         writer.add_tensor(t->name, target, ne, [&in, t, target](std::span<std::byte> out) {
             const std::vector<float> values = tensor_as_f32(in, *t);
-            const std::vector<std::byte> converted =
-                target == GgmlType::Q8_0 ? quantize_tensor(values, t->ne[0]) : to_f16_tensor(values);
+            const std::vector<std::byte> converted = quantize_rows(target, values, t->ne[0]);
             std::memcpy(out.data(), converted.data(), out.size());
         });
-        ++(target == GgmlType::Q8_0 ? summary.to_q8_0 : summary.to_f16);
+        ++summary.written[std::string(gguf::type_name(target))];
     }
     writer.write_file(output);
     summary.output_bytes = std::filesystem::file_size(output);

@@ -1,28 +1,48 @@
-// `ember quantize`: rewrite a GGUF model with Q8_0 weights the way llama.cpp's
-// llama-quantize does for its Q8_0 file type (LLAMA_FTYPE_MOSTLY_Q8_0), so that the same
-// F32/F16/BF16 input gives the same bytes:
+// `ember quantize`: rewrite a GGUF model the way llama.cpp's llama-quantize does for its
+// Q8_0, Q4_0, Q4_K_M and Q6_K file types (LLAMA_FTYPE_MOSTLY_*, no importance matrix),
+// so that the same F32/F16/BF16 input gives the same bytes:
 //   - metadata copied in order; general.quantization_version = 2 and
-//     general.file_type = 7 (u32) moved to / appended at the end;
+//     general.file_type (u32: 7, 2, 15, 18) moved to / appended at the end;
 //   - tensors written in llama.cpp's order: non-layer tensors first, then layer by layer
 //     (by the number in "blk.N."), by name within each group;
 //   - a tensor is quantized if it is a weight matrix (name ends in "weight", two or more
 //     dimensions) and not one of the tensors llama.cpp keeps (norms, MoE router, ...);
 //     others (1-D norms, rope_freqs) are copied unchanged;
-//   - a quantized tensor becomes Q8_0 if its rows are a multiple of 32 elements, F16
-//     otherwise; Q8_0 uses the file rule of model-math §2.2 (d = amax / 127 stored as
-//     fp16, id = 1 / d from the unrounded d, roundf: ties away from zero).
+//   - a quantized tensor gets the file type's base type (Q8_0, Q4_0, Q4_K, Q6_K) with
+//     llama_tensor_get_type's changes: the LM head (output.weight, or token_embd.weight
+//     when the output is tied) becomes Q6_K (Q8_0 if its rows are not a multiple of
+//     256) unless the base is Q8_0; for Q4_K_M, attn_v and ffn_down of the layers
+//     use_more_bits picks (the first and last eighth, every third between) become Q6_K;
+//     a legacy type whose block does not divide the rows becomes F16, a K-quant whose
+//     super-block does not becomes Q8_0 (from Q6_K) or is refused (from Q4_K: llama.cpp
+//     writes Q5_0, which ember cannot write yet);
+//   - values are quantized by the file rules of quantize_rows.hpp.
 #pragma once
 
 #include <cstddef>
 #include <filesystem>
 #include <string_view>
 
-#include "kernels/fast/kernel_types.hpp"
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "gguf/ggml_type.hpp"
+#include "model_tools/quantize_rows.hpp"
 
 namespace ember::model_tools {
 
-// One row of n floats (n a multiple of 32) to Q8_0 blocks with the file rule.
-void quantize_row_q8_0_file_rule(const float* x, kernels::fast::BlockQ8_0* y, std::size_t n);
+// The file types `ember quantize` writes, by the name llama-quantize gives them.
+enum class FileType : std::uint32_t { q8_0 = 7, q4_0 = 2, q4_k_m = 15, q6_k = 18 };
+
+// "q8_0", "q4_0", "q4_k_m", "q6_k" (case-insensitive); UsageError otherwise.
+FileType parse_file_type(std::string_view name);
+std::string_view file_type_name(FileType type);
+
+// The type llama-quantize gives a quantizable tensor (see above). `layer` and `n_layers`
+// locate it for use_more_bits; `has_output` says whether the file has output.weight.
+gguf::GgmlType target_type(FileType file_type, std::string_view name, std::uint64_t row_length, int layer,
+                           int n_layers, bool has_output);
 
 // The layer number in a tensor name "blk.N.<...>", or -1 (llama.cpp's ordering key).
 int tensor_layer(std::string_view name);
@@ -31,14 +51,14 @@ int tensor_layer(std::string_view name);
 bool is_quantizable_weight(std::string_view name, std::size_t n_dims);
 
 struct QuantizeSummary {
-    std::size_t to_q8_0 = 0;  // tensors written as Q8_0
-    std::size_t to_f16 = 0;   // weight matrices whose rows are not a multiple of 32
-    std::size_t copied = 0;   // tensors kept as they were
+    std::map<std::string, std::size_t> written;  // tensors quantized or converted, by type name
+    std::size_t copied = 0;                      // tensors kept as they were
     std::size_t output_bytes = 0;
 };
 
-// Reads `input` (F32, F16 or BF16 weights; Q8_0 tensors are copied) and writes `output`
-// atomically. ember::Error names the file and tensor for anything it cannot convert.
-QuantizeSummary quantize_model_q8_0(const std::filesystem::path& input, const std::filesystem::path& output);
+// Reads `input` (F32, F16 or BF16 weights; tensors already in their target type are
+// copied) and writes `output` atomically. ember::Error names the file and tensor for
+// anything it cannot convert.
+QuantizeSummary quantize_model(const std::filesystem::path& input, const std::filesystem::path& output, FileType type);
 
 }  // namespace ember::model_tools

@@ -10,13 +10,11 @@
 #include "common/error.hpp"
 #include "gguf/gguf_file.hpp"
 #include "gguf/gguf_writer.hpp"
-#include "kernels/fast/half_precision.hpp"
 #include "model_tools/quantize.hpp"
 
 namespace ember::model_tools {
 
 using gguf::GgmlType;
-using kernels::fast::BlockQ8_0;
 
 namespace {
 
@@ -49,21 +47,15 @@ void random_row(std::uint64_t stream, std::size_t row, std::size_t cols, float* 
 // Fills `data` with a [rows, cols] matrix (ne = {cols, rows}) of random weights in `type`.
 void random_matrix(std::uint64_t seed, std::string_view name, GgmlType type, std::size_t rows, std::size_t cols,
                    std::span<std::byte> data) {
-    const std::size_t row_bytes = type == GgmlType::Q8_0 ? cols / 32 * sizeof(BlockQ8_0) : cols * 2;
+    const auto traits = *gguf::type_traits(static_cast<std::uint32_t>(type));
+    const std::size_t row_bytes = cols / traits.block_size * traits.type_size;
     const std::uint64_t stream = mix(seed) ^ name_hash(name);
     oneapi::tbb::parallel_for(oneapi::tbb::blocked_range<std::size_t>(0, rows, 64), [&](const auto& range) {
         std::vector<float> values(cols);
         for (std::size_t r = range.begin(); r < range.end(); ++r) {
             random_row(stream, r, cols, values.data());
-            std::byte* dst = data.data() + r * row_bytes;
-            if (type == GgmlType::Q8_0) {
-                quantize_row_q8_0_file_rule(values.data(), reinterpret_cast<BlockQ8_0*>(dst), cols);
-            } else {
-                for (std::size_t c = 0; c < cols; ++c) {
-                    const std::uint16_t h = kernels::fast::fp32_to_fp16(values[c]);
-                    std::memcpy(dst + 2 * c, &h, 2);
-                }
-            }
+            const std::vector<std::byte> row = quantize_rows(type, values, cols);
+            std::memcpy(data.data() + r * row_bytes, row.data(), row_bytes);
         }
     });
 }
@@ -93,15 +85,15 @@ const std::vector<SynthShape>& synth_shapes() {
     static const std::vector<SynthShape> shapes = {
         {"llama-1b", 2048, 16, 32, 8, 8192, 131072, 500000.0f, 1e-5f},
         {"llama-tiny", 64, 2, 4, 2, 128, 2048, 10000.0f, 1e-5f},
+        {"llama-tiny-k", 256, 2, 4, 2, 768, 2048, 10000.0f, 1e-5f},  // rows of 256: every K-quant applies
     };
     return shapes;
 }
 
 void write_synth_model(const SynthOptions& options, const std::filesystem::path& output) {
     const SynthShape& shape = find_shape(options.shape);
-    if (options.type != GgmlType::Q8_0 && options.type != GgmlType::F16) {
-        throw UsageError(fmt::format("synth writes q8_0 or f16 weights, not {}", gguf::type_name(options.type)));
-    }
+    const bool f16 = options.type == "f16";
+    const FileType file_type = f16 ? FileType::q8_0 : parse_file_type(options.type);
     const gguf::File vocab = gguf::File::open(options.vocab_from);
     const auto tokens = vocab.get_string_array("tokenizer.ggml.tokens");
     if (!tokens || tokens->empty()) {
@@ -124,7 +116,7 @@ void write_synth_model(const SynthOptions& options, const std::filesystem::path&
     w.set_f32("llama.attention.layer_norm_rms_epsilon", shape.rms_epsilon);
     w.set_u32("llama.vocab_size", static_cast<std::uint32_t>(n_vocab));
     w.set_u32("general.quantization_version", 2);
-    w.set_u32("general.file_type", options.type == GgmlType::Q8_0 ? 7 : 1);  // MOSTLY_Q8_0 / MOSTLY_F16
+    w.set_u32("general.file_type", f16 ? 1 : static_cast<std::uint32_t>(file_type));  // MOSTLY_F16 or the file type
     for (const auto& entry : vocab.metadata()) {
         if (entry.key.substr(0, 10) == "tokenizer.") w.copy_entry(vocab, entry);
     }
@@ -133,7 +125,9 @@ void write_synth_model(const SynthOptions& options, const std::filesystem::path&
     // Each matrix is generated while the file is written (one in memory at a time).
     auto matrix = [&](const std::string& name, std::uint64_t rows, std::uint64_t cols) {
         const std::uint64_t ne[2] = {cols, rows};
-        w.add_tensor(name, options.type, ne, [seed = options.seed, name, type = options.type, rows, cols](std::span<std::byte> out) {
+        const GgmlType type = f16 ? GgmlType::F16
+                                  : target_type(file_type, name, cols, tensor_layer(name), static_cast<int>(shape.n_layer), false);
+        w.add_tensor(name, type, ne, [seed = options.seed, name, type, rows, cols](std::span<std::byte> out) {
             random_matrix(seed, name, type, rows, cols, out);
         });
     };

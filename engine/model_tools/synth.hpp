@@ -29,18 +29,21 @@ struct SynthShape {
 };
 
 // The shapes `--shape` accepts: "llama-1b" (Llama 3.2 1B: 2048, 16 layers, 32/8 heads,
-// n_ff 8192) and "llama-tiny" (a few MB, for tests).
+// n_ff 8192), "llama-tiny" (a few MB, for tests) and "llama-tiny-k" (n_embd 256, n_ff
+// 768: rows a multiple of 256, for the K-quant file types).
 const std::vector<SynthShape>& synth_shapes();
 
 struct SynthOptions {
     std::string shape = "llama-1b";
     std::filesystem::path vocab_from;  // every tokenizer.* key is copied from this GGUF
-    gguf::GgmlType type = gguf::GgmlType::Q8_0;  // Q8_0 or F16 matrices
+    // "f16", or a file type of `ember quantize` ("q8_0", "q4_0", "q4_k_m", "q6_k"): each
+    // matrix gets the type llama-quantize gives it in that file type (quantize.hpp)
+    std::string type = "q8_0";
     std::uint64_t seed = 1;
 };
 
-// Writes the model atomically; ember::Error / UsageError for an unknown shape, a type
-// other than Q8_0 / F16, or a vocabulary file without tokenizer.ggml.tokens.
+// Writes the model atomically; ember::Error / UsageError for an unknown shape or type, or
+// a vocabulary file without tokenizer.ggml.tokens.
 void write_synth_model(const SynthOptions& options, const std::filesystem::path& output);
 
 }  // namespace ember::model_tools

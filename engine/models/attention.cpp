@@ -34,15 +34,14 @@ void refuse_unsupported_tensors(const TensorLoader& t, std::uint32_t layer) {
     }
 }
 
-Rows attention_heads(kernels::Ops& ops, const AttentionSite& site, const Attention& w, kernels::ConstRows x,
-                     KvCache& cache, Workspace& ws, Rows pattern) {
+Rows attention_heads(kernels::Ops& ops, const AttentionSite& site, const Evaluation& eval, const Attention& w,
+                     kernels::ConstRows x, KvCache& cache, Workspace& ws, Rows pattern) {
     const LayerConfig& L = *site.config;
     const std::int32_t layer = site.layer;
     const auto il = static_cast<std::uint32_t>(layer);
     const std::size_t T = x.rows;
     const std::size_t D = L.head_dim;
     const std::size_t first = site.first_position;
-    const std::size_t n_kv = first + T;  // cached positions visible after this evaluation
     const float eps = site.model->rms_eps;
 
     Rows h = Workspace::rows(ws.normed, T, x.cols);             // [T, E]
@@ -61,16 +60,16 @@ Rows attention_heads(kernels::Ops& ops, const AttentionSite& site, const Attenti
                      k.reshape(T * L.n_head_kv, D));
     }
     kernels::RopeParams rope = rope_params(*site.model, L, site.rope_freqs);
-    ops.rope({"rope_q", layer, OpKind::Rope}, q, first, rope);
+    rope_rows(ops, {"rope_q", layer, OpKind::Rope}, eval, q, rope);
     rope.n_heads = L.n_head_kv;
-    ops.rope({"rope_k", layer, OpKind::Rope}, k, first, rope);
+    rope_rows(ops, {"rope_k", layer, OpKind::Rope}, eval, k, rope);
 
     kernels::KvRows cache_k = cache.keys(il);    // [capacity, Hkv * D]
     kernels::KvRows cache_v = cache.values(il);  // [capacity, Hkv * D]
     ops.store_kv({"cache_k", layer, OpKind::KvStore}, k, cache_k.slice(first, T));
     ops.store_kv({"cache_v", layer, OpKind::KvStore}, v, cache_v.slice(first, T));
-    ops.attention({"kqv", layer, OpKind::Attention}, q, cache_k.slice(0, n_kv), cache_v.slice(0, n_kv), first,
-                  attention_params(*site.model, L), heads, pattern);
+    attend(ops, {"kqv", layer, OpKind::Attention}, eval, q, cache_k, cache_v, attention_params(*site.model, L), heads,
+           pattern);
     return heads;
 }
 

@@ -46,6 +46,8 @@ Attention load_attention(const TensorLoader& tensors, std::uint32_t layer, const
 void refuse_unsupported_tensors(const TensorLoader& tensors, std::uint32_t layer);
 
 // Where one layer's attention reads and writes.
+struct Evaluation;
+
 struct AttentionSite {
     std::int32_t layer = 0;
     const ModelConfig* model = nullptr;
@@ -56,8 +58,9 @@ struct AttentionSite {
 
 // x: [T, n_embd] the residual stream (read only). Returns the per-head outputs, a
 // [T, n_head * head_dim] view of ws.attention; the intermediates live in ws.normed, q, k,
-// v. pattern: empty, or [n_head * T, n_kv] receiving the probabilities (Backend::attention).
-kernels::Rows attention_heads(kernels::Ops& ops, const AttentionSite& site, const Attention& w, kernels::ConstRows x,
-                              KvCache& cache, Workspace& ws, kernels::Rows pattern);
+// v. RoPE and attention go per sequence of a packed evaluation (rope_rows, attend).
+// pattern: empty, or [n_head * T, n_kv] receiving the probabilities (Backend::attention).
+kernels::Rows attention_heads(kernels::Ops& ops, const AttentionSite& site, const Evaluation& eval, const Attention& w,
+                              kernels::ConstRows x, KvCache& cache, Workspace& ws, kernels::Rows pattern);
 
 }  // namespace ember::models

@@ -190,7 +190,7 @@ void Gemma4Model::forward(const Evaluation& eval, ForwardState& state, kernels::
         ops.rms_norm({"attn_q_norm", layer, OpKind::Norm}, q.reshape(T * L.n_head, D), w.attn_q_norm, eps,
                      q.reshape(T * L.n_head, D));
         kernels::RopeParams rope = rope_params(c, L, w_.rope_freqs);
-        ops.rope({"rope_q", layer, OpKind::Rope}, q, first, rope);
+        rope_rows(ops, {"rope_q", layer, OpKind::Rope}, eval, q, rope);
 
         kernels::KvRows cache_k = state.kv_cache.keys(il);    // [capacity, Hkv * D]; the source layer's when shared
         kernels::KvRows cache_v = state.kv_cache.values(il);  // [capacity, Hkv * D]
@@ -210,13 +210,12 @@ void Gemma4Model::forward(const Evaluation& eval, ForwardState& state, kernels::
             ops.rms_norm({"attn_k_norm", layer, OpKind::Norm}, k.reshape(T * L.n_head_kv, D), w.attn_k_norm, eps,
                          k.reshape(T * L.n_head_kv, D));
             rope.n_heads = L.n_head_kv;
-            ops.rope({"rope_k", layer, OpKind::Rope}, k, first, rope);
+            rope_rows(ops, {"rope_k", layer, OpKind::Rope}, eval, k, rope);
             ops.store_kv({"cache_k", layer, OpKind::KvStore}, k, cache_k.slice(first, T));
             ops.store_kv({"cache_v", layer, OpKind::KvStore}, v, cache_v.slice(first, T));
         }
         Rows pattern = pattern_buffer(hooks, ws, L.n_head, T, n_kv);  // empty unless wanted
-        ops.attention({"kqv", layer, OpKind::Attention}, q, cache_k.slice(0, n_kv), cache_v.slice(0, n_kv), first,
-                      attention_params(c, L), attn, pattern);
+        attend(ops, {"kqv", layer, OpKind::Attention}, eval, q, cache_k, cache_v, attention_params(c, L), attn, pattern);
         if (pattern.data) hooks.attention_pattern(info, il, pattern);
         hooks.head_outputs(info, il, attn);
         ops.matmul({"attn_output", layer, OpKind::Projection}, attn, w.attn_output, attn_out);

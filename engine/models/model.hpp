@@ -23,11 +23,24 @@
 
 namespace ember::models {
 
-// One evaluation: the tokens at positions info.start_position, +1, ... The caller has
-// checked the ids against the vocabulary and the positions against the cache.
+// One sequence of a packed evaluation (several sequences in one, runtime::Session::
+// prefill_packed): rows [row_begin, row_begin + rows) at positions position, +1, ...,
+// whose position 0 is cache slot kv_begin. Each row attends only to its own sequence.
+struct Segment {
+    std::size_t row_begin = 0;
+    std::size_t rows = 0;
+    std::size_t position = 0;
+    std::size_t kv_begin = 0;
+};
+
+// One evaluation: the tokens at positions info.start_position, +1, ... (their K/V stored
+// at the cache slots of those positions). The caller has checked the ids against the
+// vocabulary and the positions against the cache.
 struct Evaluation {
     std::span<const std::int32_t> tokens;
     hooks::EvalInfo info;  // phase, start_position, n_tokens, step, all_logits
+    // Empty: one sequence (position 0 at slot 0). Else the packed sequences, tiling the rows.
+    std::span<const Segment> segments;
 };
 
 // Everything one sequence's forward passes write. After an evaluation the logits are the
@@ -97,5 +110,18 @@ kernels::Rows pattern_buffer(const Hooks& hooks, Workspace& ws, std::size_t n_he
     }
     return {};
 }
+
+// The two operations that depend on which sequence a row belongs to, for a plain or a
+// packed evaluation; every family calls these instead of ops.rope / ops.attention.
+// RoPE of x's rows, each at its own position:
+void rope_rows(kernels::Ops& ops, const kernels::OpSite& site, const Evaluation& eval, kernels::Rows x,
+               const kernels::RopeParams& rope);
+// Attention of each query row over its own sequence's cached K/V up to its position
+// (this evaluation's rows already stored), per segment exactly as a plain evaluation of it.
+// pattern: empty, or (plain evaluations only: a packed one refuses it) [n_head * T, n_kv]
+// receiving the probabilities (Backend::attention).
+void attend(kernels::Ops& ops, const kernels::OpSite& site, const Evaluation& eval, kernels::ConstRows q,
+            kernels::KvRows cache_k, kernels::KvRows cache_v, const kernels::AttentionParams& params, kernels::Rows out,
+            kernels::Rows pattern = {});
 
 }  // namespace ember::models

@@ -90,7 +90,7 @@ void Qwen3Model::forward(const Evaluation& eval, ForwardState& state, kernels::O
         // ---- attention block: attn_output(softmax(q k^T / sqrt(D)) v), Q and K RMS-normed per head ----
         Rows pattern = pattern_buffer(hooks, ws, L.n_head, T, n_kv);  // empty unless wanted
         const AttentionSite site{layer, &c, &L, {}, first};
-        Rows heads = attention_heads(ops, site, w.attn, x, state.kv_cache, ws, pattern);  // [T, H * D]
+        Rows heads = attention_heads(ops, site, eval, w.attn, x, state.kv_cache, ws, pattern);  // [T, H * D]
         if (pattern.data) hooks.attention_pattern(info, il, pattern);
         hooks.head_outputs(info, il, heads);
         Rows attn_out = Workspace::rows(ws.attention_out, T, E);  // [T, E]

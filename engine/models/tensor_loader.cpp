@@ -7,6 +7,7 @@
 #include "common/error.hpp"
 #include "gguf/layout.hpp"
 #include "kernels/reference/kernels.hpp"
+#include "kernels/weight_format.hpp"
 
 namespace ember::models {
 namespace {
@@ -56,9 +57,9 @@ const gguf::TensorInfo& TensorLoader::find(const std::string& name) const {
 }
 
 void TensorLoader::check_computable(const gguf::TensorInfo& tensor) const {
-    if (!gguf::is_computable(tensor.type)) {
-        fail(fmt::format("tensor '{}' has type {}; Ember computes with F32, F16, BF16 and Q8_0 weights only", tensor.name,
-                         gguf::type_name(tensor.type)));
+    if (!kernels::find_weight_format(tensor.type)) {
+        fail(fmt::format("tensor '{}' has type {}; Ember computes with {} weights only", tensor.name,
+                         gguf::type_name(tensor.type), kernels::supported_weight_format_names()));
     }
 }
 

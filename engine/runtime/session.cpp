@@ -4,6 +4,7 @@
 #include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "common/error.hpp"
 #include "kernels/fast/fast_backend.hpp"
@@ -75,10 +76,28 @@ void Session::reset() {
     position_ = 0;
     step_ = 0;
     started_ = false;
+    packed_ = false;
 }
 
 kernels::ConstRows Session::prefill(std::span<const std::int32_t> tokens, bool all_logits, hooks::ActiveHooks* hooks) {
     return evaluate(tokens, hooks::Phase::Prefill, all_logits, hooks);
+}
+
+kernels::ConstRows Session::prefill_packed(std::span<const std::int32_t> tokens, std::span<const std::size_t> lengths,
+                                          bool all_logits, hooks::ActiveHooks* hooks) {
+    if (position_ != 0) throw Error("a packed evaluation needs an empty session (reset() first)");
+    std::vector<models::Segment> segments;
+    std::size_t row = 0;
+    for (const std::size_t n : lengths) {
+        if (n == 0) throw Error("a packed evaluation's sequences need at least one token each");
+        segments.push_back({.row_begin = row, .rows = n, .position = 0, .kv_begin = row});
+        row += n;
+    }
+    if (row != tokens.size())
+        throw Error(fmt::format("packed sequences of {} tokens in all, but {} tokens given", row, tokens.size()));
+    const kernels::ConstRows logits = evaluate(tokens, hooks::Phase::Prefill, all_logits, hooks, segments);
+    packed_ = true;
+    return logits;
 }
 
 kernels::ConstRows Session::decode(std::int32_t token, hooks::ActiveHooks* hooks) {
@@ -86,9 +105,10 @@ kernels::ConstRows Session::decode(std::int32_t token, hooks::ActiveHooks* hooks
 }
 
 kernels::ConstRows Session::evaluate(std::span<const std::int32_t> tokens, hooks::Phase phase, bool all_logits,
-                                     hooks::ActiveHooks* hooks) {
+                                     hooks::ActiveHooks* hooks, std::span<const models::Segment> segments) {
     const models::ModelConfig& c = model_.config();
     if (tokens.empty()) throw Error("an evaluation needs at least one token");
+    if (packed_) throw Error("the session holds a packed evaluation: reset() before the next one");
     if (tokens.size() > context_length_ - position_) {
         throw Error(fmt::format("{} tokens at position {} do not fit in the context of {} tokens (--ctx)", tokens.size(),
                                 position_, context_length_));
@@ -111,6 +131,7 @@ kernels::ConstRows Session::evaluate(std::span<const std::int32_t> tokens, hooks
     eval.info.step = started_ ? step_ + 1 : 0;
     eval.info.tracing = ops_.observer() != nullptr;
     eval.info.all_logits = all_logits;
+    eval.segments = segments;
 
     if (kernels::OpObserver* observer = ops_.observer()) {
         observer->begin_evaluation({hooks::phase_name(phase), eval.info.step, position_, tokens.size()});

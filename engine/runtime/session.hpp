@@ -56,6 +56,14 @@ public:
     // every token with all_logits; valid until the next evaluation.
     kernels::ConstRows prefill(std::span<const std::int32_t> tokens, bool all_logits = false,
                                hooks::ActiveHooks* hooks = nullptr);
+    // Evaluates several independent sequences in one prefill evaluation: `tokens` holds
+    // them one after another, `lengths` their token counts. Each sequence starts at
+    // position 0 and attends only to its own tokens (its K/V in its own cache slots), so
+    // every row is computed exactly as in a prefill of its sequence alone. Needs an empty
+    // session (after reset()); the next evaluation must follow a reset(). Returns the
+    // logits of the last row, or of every row with all_logits.
+    kernels::ConstRows prefill_packed(std::span<const std::int32_t> tokens, std::span<const std::size_t> lengths,
+                                      bool all_logits, hooks::ActiveHooks* hooks = nullptr);
     // Evaluates one token at position(); returns its logits [1, n_vocab].
     kernels::ConstRows decode(std::int32_t token, hooks::ActiveHooks* hooks = nullptr);
 
@@ -73,7 +81,7 @@ public:
 
 private:
     kernels::ConstRows evaluate(std::span<const std::int32_t> tokens, hooks::Phase phase, bool all_logits,
-                                hooks::ActiveHooks* hooks);
+                                hooks::ActiveHooks* hooks, std::span<const models::Segment> segments = {});
 
     struct Arena;  // the oneTBB task_arena evaluations run in
 
@@ -87,6 +95,7 @@ private:
     std::size_t position_ = 0;
     std::size_t step_ = 0;
     bool started_ = false;
+    bool packed_ = false;  // the cache holds a packed evaluation's sequences: only reset() may follow
 };
 
 }  // namespace ember::runtime

@@ -162,11 +162,11 @@ TEST_CASE("every error names file:line:column") {
     const std::string ok_prompt = "[prompt]\ntext = \"hi\"\n";
     const Case cases[] = {
         {"modle = 1\n" + std::string(kMinimal), "x.toml:1:1: unknown key 'modle' (known keys: model, prompt, generation, "
-                                                "tracing, output, hooks, experiment)"},
+                                                "tracing, output, hooks, dataset, experiment)"},
         {std::string(kMinimal) + "modle = 1\n", "x.toml:5:1: unknown key 'modle' in [prompt] (known keys: text, file, "
                                                 "add_bos)"},
         {std::string(kMinimal) + "[modle]\n", "x.toml:5:2: unknown key 'modle' (known keys: model, prompt, generation, "
-                                              "tracing, output, hooks, experiment)"},
+                                              "tracing, output, hooks, dataset, experiment)"},
         {"[model]\npath = \"m.gguf\"\ntreads = 2\n" + ok_prompt,
          "x.toml:3:1: unknown key 'treads' in [model] (known keys: path, arch, route, kv_type, threads, ctx)"},
         {"[model]\npath = \"m.gguf\"\nthreads = \"2\"\n" + ok_prompt,
@@ -473,10 +473,10 @@ logit_lens = 10
     CHECK(error_of(out + "positions = 3\n") ==
           "x.toml:6:13: output.positions must be \"all\", \"last\" or an array of integers, not an integer");
     CHECK(error_of(out + "positions = [2, 2]\n") == "x.toml:6:17: output.positions: 2 is given twice");
-    CHECK(error_of(out + "logits = \"first\"\n") == "x.toml:6:10: output.logits = \"first\" is not one of \"none\", \"last\", \"all\"");
+    CHECK(error_of(out + "logits = \"first\"\n") == "x.toml:6:10: output.logits = \"first\" is not one of \"none\", \"last\", \"all\", \"selected\"");
     CHECK(error_of(out + "logit_lens = -1\n") == "x.toml:6:14: output.logit_lens = -1 is outside [0, 1048576]");
     CHECK(error_of(out + "extract = \"yes\"\n") == "x.toml:6:11: output.extract must be true or false, not a string");
     CHECK(error_of(out + "stage = [\"after_layer\"]\n") ==
-          "x.toml:6:1: unknown key 'stage' in [output] (known keys: dir, extract, stages, layers, positions, logits, "
+          "x.toml:6:1: unknown key 'stage' in [output] (known keys: dir, extract, stages, layers, positions, select, logits, "
           "logit_lens)");
 }

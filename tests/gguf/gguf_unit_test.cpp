@@ -150,8 +150,6 @@ TEST_CASE("the ggml type table: sizes, holes and names (model-math §1.5)") {
         CHECK_FALSE(gguf::type_traits(hole).has_value());
         CHECK_FALSE(gguf::invalid_type_reason(hole).empty());
     }
-    CHECK(gguf::is_computable(gguf::GgmlType::Q8_0));
-    CHECK_FALSE(gguf::is_computable(gguf::GgmlType::Q4_K));
 }
 
 TEST_CASE("SHA-256 matches the FIPS 180-4 examples") {

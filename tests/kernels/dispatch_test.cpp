@@ -74,10 +74,12 @@ TEST_CASE("dispatch: every kernel set this CPU runs is complete and says what it
         CHECK((k.quantize_row_q8_0 != nullptr));
         CHECK((k.round_row_f16 != nullptr));
         CHECK((k.round_row_bf16 != nullptr));
-        CHECK((k.q8_0_matmul_rows != nullptr));
-        CHECK((k.f16_matmul_rows != nullptr));
-        CHECK((k.bf16_matmul_rows != nullptr));
-        CHECK((k.f32_matmul_rows != nullptr));
+        CHECK((k.quantize_row_q8_1 != nullptr));
+        CHECK((k.quantize_row_q8_K != nullptr));
+        for (const ember::kernels::WeightFormat& f : ember::kernels::weight_formats()) {
+            CAPTURE(f.name);
+            CHECK((k.matmul_rows[f.index] != nullptr));
+        }
     }
     if (fast::supports(cpu, fast::CpuVariant::avx512)) {
         const auto k = fast::make_kernel_set(fast::CpuVariant::avx512, cpu);

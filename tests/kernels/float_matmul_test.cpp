@@ -120,7 +120,7 @@ float bf16_dot_in_order(const fast::KernelSet& k, const std::vector<std::uint16_
     const std::size_t bytes = w.size() * 2;
     const fast::MatmulTask task{reinterpret_cast<const std::byte*>(w.data()), bytes, w.size(),
                                 reinterpret_cast<const std::byte*>(a.data()), bytes, 1, &result, 1, order};
-    k.bf16_matmul_rows(task, 0, 1);
+    k.matmul(GgmlType::BF16)(task, 0, 1);
     return result;
 }
 

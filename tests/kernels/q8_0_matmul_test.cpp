@@ -48,7 +48,7 @@ std::vector<float> kernel_product(const fast::KernelSet& k, const Q8Matrix& w, c
     const std::size_t row_bytes = w.cols / 32 * sizeof(fast::BlockQ8_0);
     const fast::MatmulTask task{reinterpret_cast<const std::byte*>(w.blocks.data()), row_bytes, w.cols,
                                 reinterpret_cast<const std::byte*>(acts.data()), row_bytes, n_tokens, out.data(), w.rows};
-    k.q8_0_matmul_rows(task, 0, w.rows);
+    k.matmul(GgmlType::Q8_0)(task, 0, w.rows);
     return out;
 }
 
@@ -159,8 +159,8 @@ TEST_CASE("Q8_0 matmul: bad inputs are named errors") {
     fast::AlignedBuffer workspace(4096);
     CHECK_THROWS_WITH_AS(fast::matmul(k, pool, odd, x.data(), 1, y.data(), workspace.span()),
                          doctest::Contains("multiple of 32"), ember::Error);
-    auto q4 = w.view();
-    q4.type = GgmlType::Q4_0;
-    CHECK_THROWS_WITH_AS(fast::matmul(k, pool, q4, x.data(), 1, y.data(), workspace.span()), doctest::Contains("Q4_0"),
-                         ember::Error);
+    auto unsupported = w.view();  // a type without a row in the weight-format table
+    unsupported.type = GgmlType::TQ2_0;
+    CHECK_THROWS_WITH_AS(fast::matmul(k, pool, unsupported, x.data(), 1, y.data(), workspace.span()),
+                         doctest::Contains("no matrix product for TQ2_0"), ember::Error);
 }

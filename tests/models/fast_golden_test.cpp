@@ -30,5 +30,16 @@ TEST_CASE("golden fast: synth-llama3-q8_0") { check_model("synth-llama3-q8_0"); 
 TEST_CASE("golden fast: synth-qwen3-q8_0") { check_model("synth-qwen3-q8_0"); }
 TEST_CASE("golden fast: synth-gemma4-q8_0") { check_model("synth-gemma4-q8_0"); }
 TEST_CASE("golden fast: synth-gemma4-e-q8_0") { check_model("synth-gemma4-e-q8_0"); }
+// K-quant and legacy-quant fixtures (../shared/fixtures/README.md, "synth-*-k-*")
+TEST_CASE("golden fast: synth-llama3-k-q6_k") { check_model("synth-llama3-k-q6_k"); }
+TEST_CASE("golden fast: synth-llama3-k-q4_k_m") { check_model("synth-llama3-k-q4_k_m"); }
+TEST_CASE("golden fast: synth-llama3-k-q4_0") { check_model("synth-llama3-k-q4_0"); }
+TEST_CASE("golden fast: synth-qwen3-k-q5_k_m") { check_model("synth-qwen3-k-q5_k_m"); }
+TEST_CASE("golden fast: synth-qwen3-k-q3_k_m") { check_model("synth-qwen3-k-q3_k_m"); }
+TEST_CASE("golden fast: synth-qwen3-k-q5_1") { check_model("synth-qwen3-k-q5_1"); }
+TEST_CASE("golden fast: synth-gemma4-k-q4_k_m") { check_model("synth-gemma4-k-q4_k_m"); }
+TEST_CASE("golden fast: synth-gemma4-k-q2_k") { check_model("synth-gemma4-k-q2_k"); }
+TEST_CASE("golden fast: synth-gemma4-k-q4_1") { check_model("synth-gemma4-k-q4_1"); }
+TEST_CASE("golden fast: synth-gemma4-k-q5_0") { check_model("synth-gemma4-k-q5_0"); }
 
 }  // namespace ember::test

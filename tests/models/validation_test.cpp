@@ -148,7 +148,7 @@ TEST_CASE("tensors Ember does not implement are refused by name") {
     const std::uint32_t i32 = static_cast<std::uint32_t>(gguf::GgmlType::I32);
     std::memcpy(bytes.data() + type_at, &i32, 4);
     CHECK(load_error(gguf::File::from_bytes(std::move(bytes), "tiny.gguf")) ==
-          "tiny.gguf: tensor 'blk.0.attn_v.weight' has type I32; Ember computes with F32, F16, BF16 and Q8_0 weights only");
+          "tiny.gguf: tensor 'blk.0.attn_v.weight' has type I32; Ember computes with F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K weights only");
 }
 
 TEST_CASE("evaluations beyond the context or the vocabulary are refused") {

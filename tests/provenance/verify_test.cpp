@@ -54,8 +54,8 @@ TEST_CASE("ember verify accepts an untouched run directory") {
     const fs::path out = extraction(dir);
     const CommandResult r = verify_cli(out);
     CHECK_MESSAGE(r.exit_code == 0, r.output);
-    // 4 hidden-state arrays, logits, 2 x 2 lens arrays, the trace.
-    CHECK(r.output.find("ok: 10 files match") != std::string::npos);
+    // 4 hidden-state arrays, logits, 2 x 2 lens arrays and 2 lens pieces files, the trace.
+    CHECK(r.output.find("ok: 12 files match") != std::string::npos);
     const extract::VerifyReport report = extract::verify_run_directory(out);
     CHECK(report.ok());
     CHECK(report.warnings.empty());

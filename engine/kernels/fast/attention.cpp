@@ -53,7 +53,7 @@ void attention(const KernelSet& k, ThreadPool& pool, const float* q, std::size_t
         throw Error(fmt::format("attention workspace too small: {} bytes, need {}", workspace.size(),
                                 static_cast<std::size_t>(pool.threads()) * slot));
     }
-    const MatmulRowsFn scores_fn = kv.type == KvType::f32 ? k.f32_matmul_rows : k.f16_matmul_rows;
+    const MatmulRowsFn scores_fn = kv.type == KvType::f32 ? k.matmul(gguf::GgmlType::F32) : k.matmul(gguf::GgmlType::F16);
     const WeightedSumFn weighted_sum = kv.type == KvType::f32 ? k.weighted_sum_f32 : k.weighted_sum_f16;
     // llama.cpp (-fa off): KQ = mul_mat(K, Q) and KQV = mul_mat(V^T, P) over its padded
     // cache (a multiple of 256 positions). Q is not contiguous there, so an F32 K·Q is

@@ -6,6 +6,7 @@
 
 #include "common/error.hpp"
 #include "kernels/fast/aligned_buffer.hpp"
+#include "kernels/kernel_names.hpp"
 #include "kernels/fast/attention.hpp"
 #include "kernels/fast/matmul.hpp"
 #include "kernels/fast/ops.hpp"
@@ -14,16 +15,6 @@
 
 namespace ember::kernels::fast {
 namespace {
-
-std::string_view matmul_kernel(gguf::GgmlType type) {
-    switch (type) {
-        case gguf::GgmlType::F32: return "fast.matmul.f32";
-        case gguf::GgmlType::F16: return "fast.matmul.f16";
-        case gguf::GgmlType::BF16: return "fast.matmul.bf16";
-        case gguf::GgmlType::Q8_0: return "fast.matmul.q8_0";
-        default: return "fast.matmul";
-    }
-}
 
 // A buffer that only grows (allocating at most when a larger shape first appears).
 void grow(AlignedBuffer& buffer, std::size_t bytes) {
@@ -42,12 +33,12 @@ public:
 
     std::string_view kernel_name(KernelId kernel, gguf::GgmlType weight_type) const override {
         switch (kernel) {
-            case KernelId::Matmul: return matmul_kernel(weight_type);
+            case KernelId::Matmul: return format_kernel_name(FormatKernel::fast_matmul, weight_type);
             case KernelId::RmsNorm: return "fast.rms_norm";
             case KernelId::StoreKv: return "fast.store_kv";
             case KernelId::Attention: return "fast.attention";
             case KernelId::Swiglu: return "fast.swiglu";
-            case KernelId::GetRows: return "reference.get_rows";
+            case KernelId::GetRows: return format_kernel_name(FormatKernel::reference_get_rows, weight_type);
             case KernelId::Rope: return "reference.rope";
             case KernelId::Geglu: return "fast.geglu_f16_table";
             case KernelId::Gelu: return "reference.gelu_f16_table";
@@ -61,11 +52,8 @@ public:
     }
 
     void reserve(const ScratchLimits& limits) override {
-        // Converted activations: the widest input in the widest conversion (F16/BF16 take
-        // 2 bytes a value, Q8_0 34 per 32).
-        grow(activations_, std::max(activation_workspace_bytes(gguf::GgmlType::F16, limits.max_matmul_cols, limits.max_tokens),
-                                    activation_workspace_bytes(gguf::GgmlType::Q8_0, limits.max_matmul_cols / kQ8_0BlockSize *
-                                                                                         kQ8_0BlockSize, limits.max_tokens)));
+        // Converted activations: the widest input in the widest conversion of the table.
+        grow(activations_, widest_activation_workspace_bytes(limits.max_matmul_cols, limits.max_tokens));
         // Attention: per thread, the scores of one KV head's query heads (at most all
         // heads) and their F16-rounded queries.
         const AttentionShape widest{limits.max_heads, 1, limits.max_head_dim, 1.0f, 0};

@@ -11,6 +11,27 @@ namespace ember::kernels::fast {
 
 namespace {
 
+using gguf::GgmlType;
+
+void set_matmul(KernelSet& k, GgmlType type, MatmulRowsFn fn) { k.matmul_rows[weight_format(type).index] = fn; }
+
+// The quantized products and quantizers every variant starts from (scalar_quants.cpp:
+// they reproduce llama.cpp's order exactly); the SIMD sets replace some products with
+// their own, which give the same bits.
+void set_shared_quant_kernels(KernelSet& k) {
+    k.quantize_row_q8_1 = scalar::quantize_row_q8_1;
+    k.quantize_row_q8_K = scalar::quantize_row_q8_K;
+    set_matmul(k, GgmlType::Q4_0, scalar::q4_0_matmul_rows);
+    set_matmul(k, GgmlType::Q4_1, scalar::q4_1_matmul_rows);
+    set_matmul(k, GgmlType::Q5_0, scalar::q5_0_matmul_rows);
+    set_matmul(k, GgmlType::Q5_1, scalar::q5_1_matmul_rows);
+    set_matmul(k, GgmlType::Q2_K, scalar::q2_k_matmul_rows);
+    set_matmul(k, GgmlType::Q3_K, scalar::q3_k_matmul_rows);
+    set_matmul(k, GgmlType::Q4_K, scalar::q4_k_matmul_rows);
+    set_matmul(k, GgmlType::Q5_K, scalar::q5_k_matmul_rows);
+    set_matmul(k, GgmlType::Q6_K, scalar::q6_k_matmul_rows);
+}
+
 KernelSet scalar_set() {
     KernelSet k;
     k.variant = CpuVariant::scalar;
@@ -18,10 +39,11 @@ KernelSet scalar_set() {
     k.quantize_row_q8_0 = scalar::quantize_row_q8_0;
     k.round_row_f16 = scalar::round_row_f16;
     k.round_row_bf16 = scalar::round_row_bf16;
-    k.q8_0_matmul_rows = scalar::q8_0_matmul_rows;
-    k.f16_matmul_rows = scalar::f16_matmul_rows;
-    k.bf16_matmul_rows = scalar::bf16_matmul_rows;
-    k.f32_matmul_rows = scalar::f32_matmul_rows;
+    set_matmul(k, GgmlType::Q8_0, scalar::q8_0_matmul_rows);
+    set_matmul(k, GgmlType::F16, scalar::f16_matmul_rows);
+    set_matmul(k, GgmlType::BF16, scalar::bf16_matmul_rows);
+    set_matmul(k, GgmlType::F32, scalar::f32_matmul_rows);
+    set_shared_quant_kernels(k);
     k.swiglu_row = scalar::swiglu_row;
     k.geglu_row = scalar::geglu_row;
     k.softmax_row = scalar::softmax_row;
@@ -37,10 +59,14 @@ KernelSet avx2_set() {
     k.quantize_row_q8_0 = avx2::quantize_row_q8_0;
     k.round_row_f16 = avx2::round_row_f16;
     k.round_row_bf16 = avx2::round_row_bf16;
-    k.q8_0_matmul_rows = avx2::q8_0_matmul_rows;
-    k.f16_matmul_rows = avx2::f16_matmul_rows;
-    k.bf16_matmul_rows = avx2::bf16_matmul_rows;
-    k.f32_matmul_rows = avx2::f32_matmul_rows;
+    set_matmul(k, GgmlType::Q8_0, avx2::q8_0_matmul_rows);
+    set_matmul(k, GgmlType::F16, avx2::f16_matmul_rows);
+    set_matmul(k, GgmlType::BF16, avx2::bf16_matmul_rows);
+    set_matmul(k, GgmlType::F32, avx2::f32_matmul_rows);
+    set_shared_quant_kernels(k);
+    set_matmul(k, GgmlType::Q4_0, avx2::q4_0_matmul_rows);
+    set_matmul(k, GgmlType::Q4_K, avx2::q4_k_matmul_rows);
+    set_matmul(k, GgmlType::Q6_K, avx2::q6_k_matmul_rows);
     k.swiglu_row = avx2::swiglu_row;
     k.geglu_row = avx2::geglu_row;
     k.softmax_row = avx2::softmax_row;
@@ -57,16 +83,16 @@ KernelSet avx512_set(const CpuFeatures& f) {
     k.quantize_row_q8_0 = avx512::quantize_row_q8_0;
     k.round_row_f16 = avx512::round_row_f16;
     k.round_row_bf16 = avx512::round_row_bf16;
-    k.f16_matmul_rows = avx512::f16_matmul_rows;
-    k.bf16_matmul_rows = avx512::bf16_matmul_rows;
-    k.f32_matmul_rows = avx512::f32_matmul_rows;
+    set_matmul(k, GgmlType::F16, avx512::f16_matmul_rows);
+    set_matmul(k, GgmlType::BF16, avx512::bf16_matmul_rows);
+    set_matmul(k, GgmlType::F32, avx512::f32_matmul_rows);
     k.swiglu_row = avx512::swiglu_row;
     k.geglu_row = avx512::geglu_row;
     k.softmax_row = avx512::softmax_row;
     k.weighted_sum_f32 = avx512::weighted_sum_f32;
     k.weighted_sum_f16 = avx512::weighted_sum_f16;
-    if (f.avx512vnni) k.q8_0_matmul_rows = avx512_vnni::q8_0_matmul_rows;
-    if (f.avx512bf16) k.bf16_matmul_rows = avx512_bf16::bf16_matmul_rows;
+    if (f.avx512vnni) set_matmul(k, GgmlType::Q8_0, avx512_vnni::q8_0_matmul_rows);
+    if (f.avx512bf16) set_matmul(k, GgmlType::BF16, avx512_bf16::bf16_matmul_rows);
     if (f.avx512vnni && f.avx512bf16) k.description = "avx512+vnni+bf16";
     else if (f.avx512vnni) k.description = "avx512+vnni";
     else if (f.avx512bf16) k.description = "avx512+bf16";

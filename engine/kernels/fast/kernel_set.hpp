@@ -4,8 +4,9 @@
 // kernels. Each function pointer targets code compiled for that variant's instruction
 // set in its own translation unit (the rest of the engine is built for baseline x86-64).
 // Numerics of every variant (docs/fast-path.md):
-//   - quantize_row_q8_0 and every Q8_0 product are bit-identical across variants and
-//     with llama.cpp on x86 (model-math §2.2 runtime rule, §2.9 reduction order);
+//   - quantize_row_q8_0 / _q8_1 / _q8_K and every quantized product (Q8_0, the legacy
+//     formats and the K-quants) are bit-identical across variants and with llama.cpp on
+//     x86 (model-math §2.2 runtime rule, §2.8, §2.9; docs/fast-path.md);
 //   - round_row_f16 / round_row_bf16 are bit-identical across variants (§2.1);
 //   - F16, BF16 and F32 products accumulate in F32 with a per-variant reduction order
 //     (one vector accumulator per output, fixed final tree): identical between the
@@ -13,12 +14,14 @@
 //     within a few F32 ulps of the exact sum across variants.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "kernels/fast/cpu_features.hpp"
 #include "kernels/fast/kernel_types.hpp"
+#include "kernels/weight_format.hpp"
 
 namespace ember::kernels::fast {
 
@@ -31,14 +34,18 @@ struct KernelSet {
     // Q8_0 blocks with the x86 runtime rule (d = amax/127 as fp16, id = 127/amax, round
     // half to even, saturate to int8); n is a multiple of 32.
     void (*quantize_row_q8_0)(const float* x, BlockQ8_0* y, std::size_t n) = nullptr;
+    // Q8_1 blocks the same way, plus s = fp16(d * sum of the quants); n a multiple of 32.
+    void (*quantize_row_q8_1)(const float* x, BlockQ8_1* y, std::size_t n) = nullptr;
+    // Q8_K super-blocks by quantize_row_q8_K_ref (model-math §2.8); n a multiple of 256.
+    void (*quantize_row_q8_K)(const float* x, BlockQ8_K* y, std::size_t n) = nullptr;
     void (*round_row_f16)(const float* x, std::uint16_t* y, std::size_t n) = nullptr;
     void (*round_row_bf16)(const float* x, std::uint16_t* y, std::size_t n) = nullptr;
 
-    // ---- matrix products over a range of rows, all tokens (kernel_types.hpp)
-    MatmulRowsFn q8_0_matmul_rows = nullptr;  // Q8_0 weights x Q8_0 activations
-    MatmulRowsFn f16_matmul_rows = nullptr;   // F16 weights x F16 activations
-    MatmulRowsFn bf16_matmul_rows = nullptr;  // BF16 weights x BF16 activations
-    MatmulRowsFn f32_matmul_rows = nullptr;   // F32 weights x F32 activations
+    // ---- matrix products over a range of rows, all tokens (kernel_types.hpp): one slot
+    // per row of the weight-format table (WeightFormat::index), weights of that format
+    // times activations of its ActivationType. A null slot is refused by name.
+    std::array<MatmulRowsFn, kWeightFormatCount> matmul_rows{};
+    MatmulRowsFn matmul(gguf::GgmlType type) const { return matmul_rows[weight_format(type).index]; }
 
     // ---- activations, one row of n values
     // out = silu(gate) * up, silu(x) = x / (1 + exp(-x)): whole groups of 16 use

@@ -1,5 +1,6 @@
-// The data the fast kernels exchange: the Q8_0 block as stored in GGUF files and as
-// activations are quantized at run time, and the description of one matrix product.
+// The data the fast kernels exchange: the quantized blocks (kernels/quant_blocks.hpp, as
+// stored in GGUF files and as activations are quantized at run time), and the
+// description of one matrix product.
 // Plain structs only: this header is included by translation units compiled for
 // different instruction sets, so it must not define any non-inline-safe code.
 #pragma once
@@ -7,16 +8,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/quant_blocks.hpp"
+
 namespace ember::kernels::fast {
 
-inline constexpr std::size_t kQ8_0BlockSize = 32;
-
-// block_q8_0 (model-math §2.2): an fp16 scale, then 32 signed bytes; value = qs[j] * d.
-struct BlockQ8_0 {
-    std::uint16_t d;      // IEEE half bits
-    std::int8_t qs[32];
-};
-static_assert(sizeof(BlockQ8_0) == 34 && alignof(BlockQ8_0) == 2, "block_q8_0 is 34 bytes, packed");
+inline constexpr std::size_t kQ8_0BlockSize = kQK;
+using kernels::BlockQ8_0;
+using kernels::BlockQ8_1;
+using kernels::BlockQ8_K;
 
 // The order in which an F32, F16 or BF16 product sums its terms: llama.cpp's two
 // (docs/fast-path.md "Summation orders"; Q8_0 products have a single order).
@@ -32,14 +31,15 @@ enum class SumOrder : std::uint8_t { vec_dot, tiled };
 // One matrix product out = W * A for a range of weight rows, all tokens:
 //   out[t * out_stride + r] = dot(W row r, activation row t)
 // Weights are in their stored type; activations are already converted to the type the
-// weight's dot product reads (Q8_0 blocks for Q8_0, F16 bits for F16, BF16 bits for
+// weight's dot product reads (kernels/weight_format.hpp: Q8_0 blocks for Q8_0, Q4_0 and
+// Q5_0, Q8_1 for Q4_1 and Q5_1, Q8_K for the K-quants, F16 bits for F16, BF16 bits for
 // BF16, F32 for F32; see matmul.hpp). Q8_0 activation values lie in [-127, 127], as
 // quantize_row_q8_0 produces them for finite input (the AVX2 kernel, like llama.cpp's,
 // relies on it; weights may hold any byte).
 struct MatmulTask {
     const std::byte* weights = nullptr;  // row r starts at weights + r * weight_row_bytes
     std::size_t weight_row_bytes = 0;
-    std::size_t cols = 0;                // elements per row (a multiple of 32 for Q8_0)
+    std::size_t cols = 0;                // elements per row (a whole number of the format's blocks)
     const std::byte* acts = nullptr;     // token t starts at acts + t * act_row_bytes
     std::size_t act_row_bytes = 0;
     std::size_t n_tokens = 0;

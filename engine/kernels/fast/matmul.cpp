@@ -1,11 +1,13 @@
 #include "kernels/fast/matmul.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include <fmt/format.h>
 
 #include "common/error.hpp"
 #include "kernels/fast/aligned_buffer.hpp"
+#include "kernels/weight_format.hpp"
 
 namespace ember::kernels::fast {
 
@@ -16,31 +18,41 @@ using gguf::GgmlType;
 // Row chunks handed to threads are multiples of this (every tile height divides it).
 constexpr std::size_t kRowGroup = 8;
 
-MatmulRowsFn rows_function(const KernelSet& k, GgmlType type) {
-    switch (type) {
-        case GgmlType::Q8_0: return k.q8_0_matmul_rows;
-        case GgmlType::F16: return k.f16_matmul_rows;
-        case GgmlType::BF16: return k.bf16_matmul_rows;
-        case GgmlType::F32: return k.f32_matmul_rows;
-        default: break;
-    }
-    throw Error(fmt::format("the fast route has no matrix product for {} weights", gguf::type_name(type)));
+const WeightFormat& fast_format(GgmlType type) {
+    const WeightFormat* f = find_weight_format(type);
+    if (!f) throw Error(fmt::format("the fast route has no matrix product for {} weights", gguf::type_name(type)));
+    return *f;
 }
 
-std::size_t packed_row_bytes(GgmlType type, std::size_t cols) {
-    switch (type) {
-        case GgmlType::Q8_0: return cols / kQ8_0BlockSize * sizeof(BlockQ8_0);
-        case GgmlType::F16:
-        case GgmlType::BF16: return cols * 2;
-        case GgmlType::F32: return cols * 4;
-        default: break;
-    }
-    throw Error(fmt::format("the fast route has no matrix product for {} weights", gguf::type_name(type)));
+MatmulRowsFn rows_function(const KernelSet& k, const WeightFormat& f) {
+    const MatmulRowsFn fn = k.matmul_rows[f.index];
+    if (!fn) throw Error(fmt::format("the fast route's {} kernels have no {} product", k.description, f.name));
+    return fn;
 }
 
-void check_columns(GgmlType type, std::size_t cols) {
-    if (type == GgmlType::Q8_0 && cols % kQ8_0BlockSize != 0) {
-        throw Error(fmt::format("a Q8_0 product needs a multiple of 32 columns, got {}", cols));
+// Bytes of `cols` weights, or of `cols` activations converted for them.
+std::size_t weight_row_bytes(const WeightFormat& f, std::size_t cols) { return format_row_bytes(f.block_size, f.block_bytes, cols); }
+std::size_t packed_row_bytes(const WeightFormat& f, std::size_t cols) {
+    const ActivationFormat& a = activation_format(f.activation);
+    return format_row_bytes(a.block_size, a.block_bytes, cols);
+}
+
+void check_columns(const WeightFormat& f, std::size_t cols) {
+    const std::size_t block = std::max(f.block_size, activation_format(f.activation).block_size);
+    if (cols % block != 0) {
+        throw Error(fmt::format("a {} product needs a multiple of {} columns, got {}", f.name, block, cols));
+    }
+}
+
+// One activation row converted to what `f`'s product reads (F32 is used in place).
+void convert_row(const KernelSet& k, ActivationType type, const float* x, std::byte* dst, std::size_t cols) {
+    switch (type) {
+        case ActivationType::f32: std::memcpy(dst, x, cols * sizeof(float)); return;
+        case ActivationType::f16: k.round_row_f16(x, reinterpret_cast<std::uint16_t*>(dst), cols); return;
+        case ActivationType::bf16: k.round_row_bf16(x, reinterpret_cast<std::uint16_t*>(dst), cols); return;
+        case ActivationType::q8_0: k.quantize_row_q8_0(x, reinterpret_cast<BlockQ8_0*>(dst), cols); return;
+        case ActivationType::q8_1: k.quantize_row_q8_1(x, reinterpret_cast<BlockQ8_1*>(dst), cols); return;
+        case ActivationType::q8_K: k.quantize_row_q8_K(x, reinterpret_cast<BlockQ8_K*>(dst), cols); return;
     }
 }
 
@@ -54,12 +66,10 @@ SumOrder sum_order(GgmlType weight_type, std::size_t n_tokens, std::size_t rows,
     return n_tokens >= 2 && cols % chunk == 0 && rows % 4 == 0 ? SumOrder::tiled : SumOrder::vec_dot;
 }
 
-bool has_matmul(GgmlType type) {
-    return type == GgmlType::Q8_0 || type == GgmlType::F16 || type == GgmlType::BF16 || type == GgmlType::F32;
-}
+bool has_matmul(GgmlType type) { return find_weight_format(type) != nullptr; }
 
 std::size_t activation_row_bytes(GgmlType weight_type, std::size_t cols) {
-    return AlignedBuffer::round_up(packed_row_bytes(weight_type, cols));
+    return AlignedBuffer::round_up(packed_row_bytes(fast_format(weight_type), cols));
 }
 
 std::size_t activation_workspace_bytes(GgmlType weight_type, std::size_t cols, std::size_t n_tokens) {
@@ -67,11 +77,21 @@ std::size_t activation_workspace_bytes(GgmlType weight_type, std::size_t cols, s
     return activation_row_bytes(weight_type, cols) * n_tokens;
 }
 
+std::size_t widest_activation_workspace_bytes(std::size_t cols, std::size_t n_tokens) {
+    std::size_t widest = 0;
+    for (const WeightFormat& f : weight_formats()) {
+        const std::size_t block = std::max(f.block_size, activation_format(f.activation).block_size);
+        widest = std::max(widest, activation_workspace_bytes(f.type, cols / block * block, n_tokens));
+    }
+    return widest;
+}
+
 ConvertedActivations convert_activations(const KernelSet& k, ThreadPool& pool, GgmlType weight_type, const float* x,
                                          std::size_t n_tokens, std::size_t cols, std::span<std::byte> workspace) {
-    check_columns(weight_type, cols);
+    const WeightFormat& format = fast_format(weight_type);
+    check_columns(format, cols);
     ConvertedActivations out{weight_type, nullptr, activation_row_bytes(weight_type, cols), n_tokens, cols};
-    if (weight_type == GgmlType::F32) {
+    if (format.activation == ActivationType::f32) {
         out.data = reinterpret_cast<const std::byte*>(x);
         out.row_bytes = cols * sizeof(float);
         return out;
@@ -79,20 +99,12 @@ ConvertedActivations convert_activations(const KernelSet& k, ThreadPool& pool, G
     const std::size_t needed = activation_workspace_bytes(weight_type, cols, n_tokens);
     if (workspace.size() < needed) {
         throw Error(fmt::format("activation workspace too small for {} x {} {} activations: {} bytes, need {}", n_tokens,
-                                cols, gguf::type_name(weight_type), workspace.size(), needed));
+                                cols, activation_format(format.activation).name, workspace.size(), needed));
     }
     std::byte* base = workspace.data();
     const std::size_t stride = out.row_bytes;
     pool.for_chunks(n_tokens, conversion_grain(cols), [&](std::size_t t0, std::size_t t1) {
-        for (std::size_t t = t0; t < t1; ++t) {
-            const float* row = x + t * cols;
-            std::byte* dst = base + t * stride;
-            switch (weight_type) {
-                case GgmlType::Q8_0: k.quantize_row_q8_0(row, reinterpret_cast<BlockQ8_0*>(dst), cols); break;
-                case GgmlType::F16: k.round_row_f16(row, reinterpret_cast<std::uint16_t*>(dst), cols); break;
-                default: k.round_row_bf16(row, reinterpret_cast<std::uint16_t*>(dst), cols); break;
-            }
-        }
+        for (std::size_t t = t0; t < t1; ++t) convert_row(k, format.activation, x + t * cols, base + t * stride, cols);
     });
     out.data = base;
     return out;
@@ -100,16 +112,17 @@ ConvertedActivations convert_activations(const KernelSet& k, ThreadPool& pool, G
 
 void matmul(const KernelSet& k, ThreadPool& pool, const WeightMatrix& w, const ConvertedActivations& x, float* y,
             std::size_t y_stride) {
-    const MatmulRowsFn rows_fn = rows_function(k, w.type);
+    const WeightFormat& format = fast_format(w.type);
+    const MatmulRowsFn rows_fn = rows_function(k, format);
     if (x.weight_type != w.type) {
         throw Error(fmt::format("activations converted for {} weights used with {} weights",
                                 gguf::type_name(x.weight_type), gguf::type_name(w.type)));
     }
     if (x.cols != w.cols) throw Error(fmt::format("matmul: weight has {} columns, activations {}", w.cols, x.cols));
-    check_columns(w.type, w.cols);
-    if (w.row_bytes < packed_row_bytes(w.type, w.cols)) {
-        throw Error(fmt::format("matmul: {} rows of {} columns need {} bytes each, the weight has {}",
-                                gguf::type_name(w.type), w.cols, packed_row_bytes(w.type, w.cols), w.row_bytes));
+    check_columns(format, w.cols);
+    if (w.row_bytes < weight_row_bytes(format, w.cols)) {
+        throw Error(fmt::format("matmul: {} rows of {} columns need {} bytes each, the weight has {}", format.name, w.cols,
+                                weight_row_bytes(format, w.cols), w.row_bytes));
     }
     const MatmulTask task{w.data, w.row_bytes, w.cols, x.data, x.row_bytes, x.n_tokens, y, y_stride ? y_stride : w.rows,
                           sum_order(w.type, x.n_tokens, w.rows, w.cols)};
@@ -139,16 +152,16 @@ float single_dot(MatmulRowsFn fn, const void* w, const void* a, std::size_t row_
 }  // namespace
 
 float q8_0_dot(const KernelSet& k, const BlockQ8_0* w, const BlockQ8_0* a, std::size_t n_blocks) {
-    return single_dot(k.q8_0_matmul_rows, w, a, n_blocks * sizeof(BlockQ8_0), n_blocks * kQ8_0BlockSize);
+    return single_dot(k.matmul(GgmlType::Q8_0), w, a, n_blocks * sizeof(BlockQ8_0), n_blocks * kQ8_0BlockSize);
 }
 float f16_dot(const KernelSet& k, const std::uint16_t* w, const std::uint16_t* a, std::size_t n) {
-    return single_dot(k.f16_matmul_rows, w, a, n * 2, n);
+    return single_dot(k.matmul(GgmlType::F16), w, a, n * 2, n);
 }
 float bf16_dot(const KernelSet& k, const std::uint16_t* w, const std::uint16_t* a, std::size_t n) {
-    return single_dot(k.bf16_matmul_rows, w, a, n * 2, n);
+    return single_dot(k.matmul(GgmlType::BF16), w, a, n * 2, n);
 }
 float f32_dot(const KernelSet& k, const float* w, const float* a, std::size_t n) {
-    return single_dot(k.f32_matmul_rows, w, a, n * 4, n);
+    return single_dot(k.matmul(GgmlType::F32), w, a, n * 4, n);
 }
 
 }  // namespace ember::kernels::fast

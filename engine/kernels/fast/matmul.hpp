@@ -1,9 +1,11 @@
 // Matrix products on packed weights straight from the mmap, parallel over output rows.
 //
 // Like llama.cpp on x86 (model-math §2.9), activations are first converted to the type
-// the weight's dot product reads, once per product (or once for several products that
-// share an input, e.g. Q/K/V):
-//   Q8_0 weights -> activations quantized to Q8_0 blocks (x86 runtime rule)
+// the weight's dot product reads (the weight-format table's ActivationType), once per
+// product (or once for several products that share an input, e.g. Q/K/V):
+//   Q8_0, Q4_0, Q5_0 weights -> activations quantized to Q8_0 blocks (x86 runtime rule)
+//   Q4_1, Q5_1 weights       -> Q8_1 blocks (the same rule, plus s = d * sum)
+//   Q2_K ... Q6_K weights    -> Q8_K super-blocks (quantize_row_q8_K_ref)
 //   F16 weights  -> activations rounded to F16 (round to nearest even)
 //   BF16 weights -> activations rounded to BF16 (model-math §2.1)
 //   F32 weights  -> activations used as they are (no copy)
@@ -30,13 +32,15 @@ namespace ember::kernels::fast {
 // ggml_vec_dot per output). Q8_0 products have one order whatever this says.
 SumOrder sum_order(gguf::GgmlType weight_type, std::size_t n_tokens, std::size_t rows, std::size_t cols);
 
-// Whether the fast route has a product for weights of this type (F32, F16, BF16, Q8_0).
+// Whether the fast route has a product for weights of this type (a row of the table).
 bool has_matmul(gguf::GgmlType weight_type);
 
 // Bytes of one token's converted activations (rounded up to 64), and of the workspace
 // that convert_activations needs for n_tokens of them (0 for F32 weights).
 std::size_t activation_row_bytes(gguf::GgmlType weight_type, std::size_t cols);
 std::size_t activation_workspace_bytes(gguf::GgmlType weight_type, std::size_t cols, std::size_t n_tokens);
+// The largest of those over every format of the table, for products of up to `cols`.
+std::size_t widest_activation_workspace_bytes(std::size_t cols, std::size_t n_tokens);
 
 // Activations [n_tokens, cols] in the form a weight type's product reads.
 struct ConvertedActivations {
@@ -49,8 +53,9 @@ struct ConvertedActivations {
 
 // Converts x [n_tokens, cols] (row-major F32) for products with `weight_type` weights.
 // The result points into `workspace` (or at x itself for F32) and is valid while they
-// are. ember::Error for an unsupported type, cols not a multiple of 32 for Q8_0, or a
-// workspace smaller than activation_workspace_bytes.
+// are. ember::Error for a type without a row in the table, cols not a whole number of
+// the format's (and its activation type's) blocks, or a workspace smaller than
+// activation_workspace_bytes.
 ConvertedActivations convert_activations(const KernelSet& kernels, ThreadPool& pool, gguf::GgmlType weight_type,
                                          const float* x, std::size_t n_tokens, std::size_t cols,
                                          std::span<std::byte> workspace);

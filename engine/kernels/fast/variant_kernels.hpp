@@ -29,6 +29,20 @@ void softmax_row(float* scores, std::size_t n, float scale);
 
 void weighted_sum_f32(const WeightedSumTask& task);
 void weighted_sum_f16(const WeightedSumTask& task);
+
+// scalar_quants.cpp: the legacy and K-quant products (used by every variant) and the
+// Q8_1 / Q8_K activation quantizers
+void quantize_row_q8_1(const float* x, BlockQ8_1* y, std::size_t n);
+void quantize_row_q8_K(const float* x, BlockQ8_K* y, std::size_t n);
+void q4_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q4_1_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q5_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q5_1_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q2_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q3_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q4_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q5_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q6_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 }  // namespace scalar
 
 namespace avx2 {  // -mavx2 -mfma -mf16c
@@ -45,6 +59,11 @@ void softmax_row(float* scores, std::size_t n, float scale);
 
 void weighted_sum_f32(const WeightedSumTask& task);
 void weighted_sum_f16(const WeightedSumTask& task);
+
+// avx2_quants.cpp: the same bits as the scalar products of these formats
+void q4_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q4_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q6_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 }  // namespace avx2
 
 namespace avx512 {  // avx2 flags + -mavx512f -mavx512bw -mavx512vl -mavx512dq

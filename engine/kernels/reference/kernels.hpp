@@ -13,7 +13,7 @@
 
 namespace ember::kernels::reference {
 
-// One stored row of `n` elements (F32, F16, BF16 or Q8_0) converted to F32.
+// One stored row of `n` elements (any format of kernels/weight_format.hpp) converted to F32.
 void dequantize_row(gguf::GgmlType type, const std::byte* row, float* out, std::size_t n);
 
 // sum_j dequantized(row)[j] * x[j], accumulated in double.

@@ -2,30 +2,11 @@
 
 #include <vector>
 
+#include "kernels/kernel_names.hpp"
 #include "kernels/reference/kernels.hpp"
 
 namespace ember::kernels::reference {
 namespace {
-
-std::string_view matmul_kernel(gguf::GgmlType type) {
-    switch (type) {
-        case gguf::GgmlType::F32: return "reference.matmul.f32";
-        case gguf::GgmlType::F16: return "reference.matmul.f16";
-        case gguf::GgmlType::BF16: return "reference.matmul.bf16";
-        case gguf::GgmlType::Q8_0: return "reference.matmul.q8_0";
-        default: return "reference.matmul";
-    }
-}
-
-std::string_view get_rows_kernel(gguf::GgmlType type) {
-    switch (type) {
-        case gguf::GgmlType::F32: return "reference.get_rows.f32";
-        case gguf::GgmlType::F16: return "reference.get_rows.f16";
-        case gguf::GgmlType::BF16: return "reference.get_rows.bf16";
-        case gguf::GgmlType::Q8_0: return "reference.get_rows.q8_0";
-        default: return "reference.get_rows";
-    }
-}
 
 class ReferenceBackend final : public Backend {
 public:
@@ -37,8 +18,8 @@ public:
 
     std::string_view kernel_name(KernelId kernel, gguf::GgmlType weight_type) const override {
         switch (kernel) {
-            case KernelId::GetRows: return get_rows_kernel(weight_type);
-            case KernelId::Matmul: return matmul_kernel(weight_type);
+            case KernelId::GetRows: return format_kernel_name(FormatKernel::reference_get_rows, weight_type);
+            case KernelId::Matmul: return format_kernel_name(FormatKernel::reference_matmul, weight_type);
             case KernelId::RmsNorm: return "reference.rms_norm";
             case KernelId::Rope: return "reference.rope";
             case KernelId::StoreKv: return "reference.store_kv";

@@ -1,0 +1,152 @@
+#include "slurm.hpp"
+
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/atomic_file.hpp"
+#include "common/error.hpp"
+
+namespace ember::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A word for bash: single-quoted, a quote inside written '\''.
+std::string quoted(const std::string& word) {
+    std::string out = "'";
+    for (char c : word) {
+        if (c == '\'') out.append("'\\''");
+        else out.push_back(c);
+    }
+    out.push_back('\'');
+    return out;
+}
+
+std::string sbatch_lines(const std::vector<std::string>& options) {
+    std::string out;
+    for (const std::string& option : options) {
+        if (option.find_first_of("\n\r") != std::string::npos)
+            throw Error(fmt::format("--slurm-opt '{}' holds a line break", option));
+        out += fmt::format("#SBATCH {}\n", option);
+    }
+    return out;
+}
+
+std::string sweep_command(const SlurmPlan& plan, const std::vector<std::string>& options) {
+    std::string out = quoted(plan.ember.string()) + " sweep";
+    for (const std::string& o : options) out.append(" ").append(o);
+    for (const fs::path& c : plan.configs) out.append(" ").append(quoted(c.string()));
+    return out;
+}
+
+void write_script(const fs::path& path, const std::string& text) {
+    write_file_atomically(path, text);
+    fs::permissions(path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec);
+}
+
+// Runs argv (found on PATH) and returns its stdout; its stderr goes to ours.
+std::string run_program(const std::vector<std::string>& argv) {
+    int pipe_fds[2];
+    if (::pipe(pipe_fds) != 0) throw Error(fmt::format("cannot create a pipe: {}", std::strerror(errno)));
+    const pid_t pid = ::fork();
+    if (pid < 0) throw Error(fmt::format("cannot fork to run {}: {}", argv[0], std::strerror(errno)));
+    if (pid == 0) {
+        ::dup2(pipe_fds[1], STDOUT_FILENO);
+        ::close(pipe_fds[0]);
+        ::close(pipe_fds[1]);
+        std::vector<char*> args;
+        for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+        args.push_back(nullptr);
+        ::execvp(args[0], args.data());
+        const std::string message = fmt::format("ember: cannot run {}: {}\n", argv[0], std::strerror(errno));
+        [[maybe_unused]] const auto written = ::write(STDERR_FILENO, message.data(), message.size());
+        ::_exit(127);
+    }
+    ::close(pipe_fds[1]);
+    std::string out;
+    char buffer[4096];
+    for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof buffer)) != 0;) {
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) break;
+        out.append(buffer, static_cast<std::size_t>(n));
+    }
+    ::close(pipe_fds[0]);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    std::string command;
+    for (const std::string& a : argv) command += (command.empty() ? "" : " ") + a;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        throw Error(fmt::format("`{}` failed (exit {}){}", command, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+                                out.empty() ? "" : ": " + out));
+    return out;
+}
+
+// `sbatch --parsable` prints "ID" or "ID;CLUSTER".
+std::string job_id(const std::string& output, const fs::path& script) {
+    std::string id = output.substr(0, output.find_first_of(";\n"));
+    if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos)
+        throw Error(fmt::format("sbatch printed no job id for {} (it printed '{}')", script.string(), output));
+    return id;
+}
+
+}  // namespace
+
+SlurmScripts write_slurm_scripts(const SlurmPlan& plan) {
+    fs::create_directories(plan.dir);
+    const SlurmScripts scripts{plan.dir / "sweep.sbatch", plan.dir / "summary.sbatch"};
+    const std::string options = sbatch_lines(plan.options);
+    const std::string name = plan.configs.empty() ? "sweep" : plan.configs.front().stem().string();
+
+    std::vector<std::string> task_options = plan.sweep_options;
+    task_options.insert(task_options.begin(), fmt::format("--shard \"$SLURM_ARRAY_TASK_ID/{}\"", plan.shards));
+    write_script(scripts.sweep,
+                 fmt::format("#!/bin/bash\n"
+                             "# Written by `ember sweep --slurm` (docs/sweep.md): {} runs as a job array of {} tasks;\n"
+                             "# task K runs shard K of {} (`ember sweep --shard K/{}`). Edit it for your cluster.\n"
+                             "# Submit it with summary.sbatch after it:\n"
+                             "#   jid=$(sbatch --parsable {})\n"
+                             "#   sbatch --dependency=afterok:$jid --kill-on-invalid-dep=yes {}\n"
+                             "#SBATCH --job-name=ember-{}\n"
+                             "#SBATCH --array=0-{}\n"
+                             "#SBATCH --output={}\n"
+                             "{}"
+                             "set -u\n"
+                             "# Exit 1 means a run failed: its run.json says why and the summary lists it, so the task\n"
+                             "# still succeeds. Anything else (a crash, a bad argument) fails the task.\n"
+                             "{}\n"
+                             "status=$?\n"
+                             "if [ \"$status\" -eq 1 ]; then exit 0; fi\n"
+                             "exit \"$status\"\n",
+                             plan.runs, plan.shards, plan.shards, plan.shards, quoted(scripts.sweep.string()),
+                             quoted(scripts.summary.string()), name, plan.shards - 1,
+                             (plan.dir / "shard-%a.out").string(), options, sweep_command(plan, task_options)));
+    write_script(scripts.summary,
+                 fmt::format("#!/bin/bash\n"
+                             "# Written by `ember sweep --slurm` (docs/sweep.md): after every task of sweep.sbatch has\n"
+                             "# succeeded, the summary of all {} runs, read from their output directories.\n"
+                             "#SBATCH --job-name=ember-{}-summary\n"
+                             "#SBATCH --output={}\n"
+                             "{}"
+                             "set -u\n"
+                             "exec {}\n",
+                             plan.runs, name, (plan.dir / "summary.out").string(), options,
+                             sweep_command(plan, {"--collect", "--summary " + quoted(plan.summary.string())})));
+    return scripts;
+}
+
+SlurmJobs submit_slurm(const SlurmScripts& scripts) {
+    SlurmJobs jobs;
+    jobs.sweep = job_id(run_program({"sbatch", "--parsable", scripts.sweep.string()}), scripts.sweep);
+    jobs.summary = job_id(run_program({"sbatch", "--parsable", "--dependency=afterok:" + jobs.sweep,
+                                       "--kill-on-invalid-dep=yes", scripts.summary.string()}),
+                          scripts.summary);
+    return jobs;
+}
+
+}  // namespace ember::app

@@ -1,0 +1,97 @@
+#include "extract/dataset.hpp"
+
+#include <fmt/format.h>
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include "common/error.hpp"
+#include "common/input_file.hpp"
+#include "common/sha256.hpp"
+#include "tokenizer/unicode.hpp"
+
+namespace ember::extract {
+namespace {
+
+namespace json = boost::json;
+
+bool blank(const std::string& line) { return line.find_first_not_of(" \t\r") == std::string::npos; }
+
+}  // namespace
+
+std::string Sample::id_text() const { return id.is_string() ? std::string(id.as_string()) : json::serialize(id); }
+
+DatasetReader::DatasetReader(std::filesystem::path path)
+    : path_(std::move(path)), text_lines_(path_.extension() == ".txt") {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path_, ec))
+        throw Error(fmt::format("{}: the dataset must be a regular file (it does not exist or is not one)", path_.string()));
+    in_.open(path_, std::ios::binary);
+    if (!in_) throw Error(fmt::format("{}: cannot open the dataset", path_.string()));
+}
+
+bool DatasetReader::next(Sample& s) {
+    std::string line;
+    while (std::getline(in_, line)) {
+        ++line_;
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (blank(line)) continue;
+        const std::string where = fmt::format("{}:{}", path_.string(), line_);
+        if (line.size() > max_input_bytes())
+            throw Error(fmt::format("{}: the line is {} bytes, more than the input limit of {} ($EMBER_MAX_INPUT_BYTES)",
+                                    where, line.size(), max_input_bytes()));
+        if (!tokenizer::unicode::is_valid_utf8(line)) throw Error(fmt::format("{}: the line is not valid UTF-8", where));
+        s = Sample{};
+        s.index = index_++;
+        s.line = line_;
+        s.id = static_cast<std::uint64_t>(line_);
+        if (text_lines_) {
+            s.text = std::move(line);
+            return true;
+        }
+        json::error_code ec;
+        json::value v = json::parse(line, ec);
+        if (ec) throw Error(fmt::format("{}: not a JSON object ({})", where, ec.message()));
+        if (!v.is_object()) throw Error(fmt::format("{}: a dataset line must be a JSON object with \"text\"", where));
+        for (auto& [key, value] : v.as_object()) {
+            if (key == "text") {
+                if (!value.is_string()) throw Error(fmt::format("{}: \"text\" must be a string", where));
+                s.text = value.as_string();
+            } else if (key == "id") {
+                if (!value.is_string() && !value.is_int64() && !value.is_uint64())
+                    throw Error(fmt::format("{}: \"id\" must be a string or an integer", where));
+                s.id = value;
+            } else if (key == "select") {
+                try {
+                    s.select = selection::from_json(JsonValue::parse(json::serialize(value)));
+                } catch (const std::exception& e) {
+                    throw Error(fmt::format("{}: {}", where, e.what()));
+                }
+            } else if (key == "target") {
+                if (!value.is_string() || value.as_string().empty())
+                    throw Error(fmt::format("{}: \"target\" must be a non-empty string", where));
+                s.target = std::string(value.as_string());
+            } else {
+                s.metadata[key] = value;
+            }
+        }
+        if (!v.as_object().contains("text")) throw Error(fmt::format("{}: the sample has no \"text\"", where));
+        if (s.text.empty()) throw Error(fmt::format("{}: \"text\" is empty", where));
+        return true;
+    }
+    if (in_.bad()) throw Error(fmt::format("{}: read error after line {}", path_.string(), line_));
+    return false;
+}
+
+DatasetInfo scan_dataset(const std::filesystem::path& path) {
+    DatasetInfo info;
+    DatasetReader reader(path);
+    Sample s;
+    while (reader.next(s)) ++info.samples;
+    if (info.samples == 0) throw Error(fmt::format("{}: the dataset has no samples", path.string()));
+    info.sha256 = sha256_file_hex(path);
+    info.bytes = std::filesystem::file_size(path);
+    return info;
+}
+
+}  // namespace ember::extract

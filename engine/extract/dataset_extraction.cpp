@@ -1,0 +1,426 @@
+#include "extract/dataset_extraction.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "common/error.hpp"
+#include "common/sha256.hpp"
+#include "experiments/experiment_runner.hpp"
+#include "extract/dataset.hpp"
+#include "extract/dataset_outputs.hpp"
+#include "extract/dataset_records.hpp"
+#include "extract/logit_lens.hpp"
+#include "hooks/hook_chain.hpp"
+
+namespace ember::extract {
+namespace {
+
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+
+// What every sample is prepared against: the request, the default spec, the context.
+struct Request {
+    const LoadedModel& model;
+    config::OutputSection output;  // stages, layers, logits, lens; positions come from the spec
+    selection::Spec default_spec;
+    config::AddBos add_bos;
+    bool skip_empty;
+    std::size_t context_length;  // the session's: no sample may be longer
+};
+
+std::string sample_name(const Sample& s, const std::filesystem::path& file) {
+    return fmt::format("{}:{}: sample {}", file.string(), s.line, s.id_text());
+}
+
+Prepared prepare(const Request& r, Sample sample, const std::filesystem::path& file) {
+    Prepared p;
+    const std::string name = sample_name(sample, file);
+    p.evaluated = encode_prompt(r.model.tokenizer, sample.text + sample.target.value_or(""), r.add_bos);
+    p.prompt_tokens = p.evaluated.tokens.size();
+    if (sample.target) {
+        // The target's tokens are those starting at or after the prompt's end.
+        const std::size_t end = sample.text.size();
+        p.prompt_tokens = 0;
+        for (const tokenizer::Token& t : p.evaluated.tokens) {
+            if (t.start < end && t.end > end)
+                throw Error(fmt::format("{}: token {} (bytes {}-{}) straddles the end of the prompt and the start of the "
+                                        "target: tokenized together they do not split there",
+                                        name, t.id, t.start, t.end));
+            if (t.start < end || (t.start == t.end && t.start == 0)) ++p.prompt_tokens;
+        }
+        if (p.prompt_tokens == p.evaluated.tokens.size())
+            throw Error(fmt::format("{}: the target has no tokens of its own", name));
+    }
+    if (p.prompt_tokens == 0) throw Error(fmt::format("{}: the prompt has no tokens", name));
+    if (p.evaluated.ids.size() > r.context_length)
+        throw Error(fmt::format("{}: {} tokens do not fit in the context of {} tokens (--ctx)", name,
+                                p.evaluated.ids.size(), r.context_length));
+    const std::span<const tokenizer::Token> prompt_tokens(p.evaluated.tokens.data(), p.prompt_tokens);
+    const selection::Spec spec = sample.select.value_or(r.default_spec);
+    try {
+        p.selection = resolve(r.output, r.model.model->config(), sample.text, prompt_tokens, &spec);
+    } catch (const Error& e) {
+        if (!r.skip_empty || std::string_view(e.what()).find("selects nothing") == std::string_view::npos)
+            throw Error(fmt::format("{}: {}", name, e.what()));
+        p.skipped = e.what();
+        p.selection.reset();
+    }
+    p.sample = std::move(sample);
+    return p;
+}
+
+// The arrays every sample's rows go into, from the stages and layers asked for.
+std::vector<ArrayPlan> plan_arrays(const Selection& s, const models::ModelConfig& c) {
+    std::vector<ArrayPlan> out;
+    for (hooks::Stage stage : kStages) {
+        if (!s.has(stage)) continue;
+        const std::size_t cols = stage == hooks::Stage::AfterLogits ? c.n_vocab : c.n_embd;
+        if (!is_layer_stage(stage)) {
+            out.push_back({fmt::format("{}.npy", hooks::stage_name(stage)), ArrayPlan::Source::Stage, stage, std::nullopt,
+                           "<f4", cols});
+            continue;
+        }
+        for (std::uint32_t l : s.layers)
+            out.push_back({fmt::format("{}.layer{}.npy", hooks::stage_name(stage), l), ArrayPlan::Source::Stage, stage, l,
+                           "<f4", cols});
+    }
+    if (s.logits != config::LogitsDump::None)
+        out.push_back({"logits.npy", ArrayPlan::Source::Logits, hooks::Stage::AfterLogits, std::nullopt, "<f4", c.n_vocab});
+    if (s.lens_top_k > 0) {
+        for (std::uint32_t l : s.layers) {
+            out.push_back({fmt::format("logit_lens.layer{}.ids.npy", l), ArrayPlan::Source::LensIds,
+                           hooks::Stage::AfterLayer, l, "<i4", s.lens_top_k});
+            out.push_back({fmt::format("logit_lens.layer{}.logits.npy", l), ArrayPlan::Source::LensLogits,
+                           hooks::Stage::AfterLayer, l, "<f4", s.lens_top_k});
+        }
+    }
+    return out;
+}
+
+// log p(target token j | tokens before j) for every target token, from the logits of
+// every evaluated row [T, n_vocab]: logits[j - 1][id_j] - logsumexp(logits[j - 1]), in double.
+std::vector<double> target_logprobs(const Prepared& p, kernels::ConstRows logits) {
+    std::vector<double> out;
+    for (std::size_t j = p.prompt_tokens; j < p.evaluated.ids.size(); ++j) {
+        const float* row = logits.data + (j - 1) * logits.cols;
+        double max = -std::numeric_limits<double>::infinity();
+        for (std::size_t v = 0; v < logits.cols; ++v) max = std::max(max, static_cast<double>(row[v]));
+        double sum = 0;
+        for (std::size_t v = 0; v < logits.cols; ++v) sum += std::exp(static_cast<double>(row[v]) - max);
+        out.push_back(static_cast<double>(row[p.evaluated.ids[j]]) - (max + std::log(sum)));
+    }
+    return out;
+}
+
+// Evaluates one sample on its own (position 0, an empty cache), with the experiments'
+// per-sample calls around it.
+void evaluate_sample(runtime::Session& session, const LoadedModel& model, runtime::Route route, std::size_t threads,
+                     experiments::ExperimentRunner* runner, SampleRows& s, const std::string& name) {
+    const Prepared& p = *s.prepared;
+    const Selection& sel = *p.selection;
+    const bool all_logits = sel.needs_all_logits() || p.sample.target.has_value();
+    s.extractor.emplace(sel);
+    session.reset();
+    hooks::HookChain chain{runner, &*s.extractor};
+    try {
+        if (runner) {
+            hooks::EvalInfo info;
+            info.phase = hooks::Phase::Prefill;
+            info.n_tokens = p.evaluated.ids.size();
+            info.all_logits = all_logits;
+            runner->before_prefill(info);
+        }
+        const kernels::ConstRows logits = session.prefill(p.evaluated.ids, all_logits, chain.simplest());
+        if (runner) runner->on_generation_complete(0, experiments::StopReason::MaxTokens);
+        s.extractor->check_complete();
+        if (p.sample.target) s.target = target_logprobs(p, logits);
+    } catch (const experiments::ExperimentFailure& e) {
+        throw Error(fmt::format("{}: {}", name, e.what()));
+    }
+    if (sel.lens_top_k > 0) s.lens = logit_lens(*model.model, route, threads, s.extractor->lens_sources(), sel.lens_top_k);
+}
+
+// The hooks of a packed evaluation: every stage's rows cut into the samples' own and
+// handed to each sample's Extractor as if its prefill ran alone (positions from 0).
+class PackedHooks final : public hooks::ActiveHooks {
+public:
+    PackedHooks(std::vector<SampleRows*> samples, bool all_logits) : samples_(std::move(samples)), all_logits_(all_logits) {}
+
+    void stage(hooks::Stage stage, const hooks::EvalInfo& e, std::uint32_t l, hooks::TensorView v) override {
+        const bool logits_stage = stage == hooks::Stage::BeforeLogits || stage == hooks::Stage::AfterLogits;
+        if (logits_stage && !all_logits_) return;
+        split(e, v, [&](Extractor& x, const hooks::EvalInfo& i, hooks::TensorView s) { x.stage(stage, i, l, s); });
+    }
+    // No attention_pattern: its rows are per head, not per token, and a packed evaluation
+    // computes none (models::attend); such samples are evaluated alone (extract_dataset).
+    bool wants(hooks::Stage stage) const override {
+        if (stage == hooks::Stage::AttentionPattern) return false;
+        for (const SampleRows* s : samples_)
+            if (s->extractor->wants(stage)) return true;
+        return false;
+    }
+
+private:
+    template <class F>
+    void split(const hooks::EvalInfo& packed, hooks::TensorView v, F&& f) {
+        std::size_t row = 0;
+        for (SampleRows* s : samples_) {
+            const std::size_t n = s->prepared->evaluated.ids.size();
+            hooks::EvalInfo info = packed;
+            info.start_position = 0;
+            info.n_tokens = n;
+            f(*s->extractor, info, hooks::TensorView{v.data + row * v.cols, n, v.cols});
+            row += n;
+        }
+    }
+
+    std::vector<SampleRows*> samples_;
+    bool all_logits_;
+};
+
+// Evaluates the samples in one packed prefill (no experiments: see docs/extraction.md).
+void evaluate_packed(runtime::Session& session, const LoadedModel& model, runtime::Route route, std::size_t threads,
+                     std::vector<SampleRows*> samples) {
+    std::vector<std::int32_t> tokens;
+    std::vector<std::size_t> lengths;
+    bool all_logits = false;
+    for (SampleRows* s : samples) {
+        const Prepared& p = *s->prepared;
+        tokens.insert(tokens.end(), p.evaluated.ids.begin(), p.evaluated.ids.end());
+        lengths.push_back(p.evaluated.ids.size());
+        const Selection& sel = *p.selection;
+        // A packed evaluation computes the logits of every row or of its very last one only.
+        all_logits |= sel.has(hooks::Stage::BeforeLogits) || sel.has(hooks::Stage::AfterLogits) ||
+                      sel.logits != config::LogitsDump::None || p.sample.target.has_value();
+        s->extractor.emplace(sel);
+    }
+    PackedHooks hooks(samples, all_logits);
+    session.reset();
+    const kernels::ConstRows logits = session.prefill_packed(tokens, lengths, all_logits, &hooks);
+    std::size_t row = 0;
+    for (SampleRows* s : samples) {
+        const Prepared& p = *s->prepared;
+        s->extractor->check_complete();
+        if (p.sample.target) s->target = target_logprobs(p, logits.slice(row, p.evaluated.ids.size()));
+        row += p.evaluated.ids.size();
+        if (p.selection->lens_top_k > 0)
+            s->lens = logit_lens(*model.model, route, threads, s->extractor->lens_sources(), p.selection->lens_top_k);
+    }
+}
+
+void draw_progress(const RunPoint& point, std::size_t total_samples, std::size_t total_tokens, std::size_t tokens_at_start,
+                   double seconds) {
+    const double rate = seconds > 0 ? static_cast<double>(point.tokens - tokens_at_start) / seconds : 0;
+    const double eta = rate > 0 ? static_cast<double>(total_tokens - point.tokens) / rate : 0;
+    fmt::print(stderr, "\r\x1b[Kember: {}/{} samples, {:.0f} tok/s, ETA {:.0f} s", point.samples, total_samples, rate, eta);
+}
+
+json::object dataset_manifest_arrays(DatasetOutputs& out, const Selection& s, json::object& manifest) {
+    json::array tensors;
+    json::array lens_layers;
+    for (std::size_t i = 0; i < out.plans().size(); ++i) {
+        const ArrayPlan& plan = out.plans()[i];
+        const NpyAppender& a = out.array(i);
+        const json::array shape{a.rows(), a.cols()};
+        switch (plan.source) {
+            case ArrayPlan::Source::Stage:
+                tensors.push_back({{"file", plan.name},
+                                   {"stage", hooks::stage_name(plan.stage)},
+                                   {"layer", plan.layer ? json::value(*plan.layer) : json::value(nullptr)},
+                                   {"phase", "prefill"},
+                                   {"shape", shape},
+                                   {"dtype", "float32"},
+                                   {"rows", "rows.jsonl, one line per row"}});
+                break;
+            case ArrayPlan::Source::Logits:
+                manifest["logits"] = {{"file", plan.name}, {"stage", "logits"}, {"shape", shape}, {"dtype", "float32"}};
+                break;
+            case ArrayPlan::Source::LensIds:
+                lens_layers.push_back({{"layer", *plan.layer},
+                                       {"ids_file", plan.name},
+                                       {"logits_file", out.plans()[i + 1].name},
+                                       {"shape", shape}});
+                break;
+            case ArrayPlan::Source::LensLogits: break;
+        }
+    }
+    manifest["tensors"] = std::move(tensors);
+    if (s.lens_top_k > 0) {
+        manifest["logit_lens"] = {{"top_k", s.lens_top_k},
+                                  {"source", "after_layer rows through the final norm and the LM head"},
+                                  {"order", "best first; equal logits by lower id; NaN last"},
+                                  {"pieces", "rows.jsonl: logit_lens_pieces"},
+                                  {"layers", std::move(lens_layers)}};
+    }
+    if (NpyAppender* t = out.targets_npy()) {
+        manifest["targets"] = {{"file", "targets.npy"},
+                               {"shape", json::array{t->rows()}},
+                               {"dtype", "float64"},
+                               {"values", "per sample: the summed log-probability of its target (NaN: no target)"},
+                               {"tokens", "targets.jsonl"}};
+    }
+    return manifest;
+}
+
+}  // namespace
+
+DatasetResult run_dataset_extraction(const LoadedModel& model, const config::RunConfig& config,
+                                     const DatasetRunOptions& options) {
+    if (!config.dataset.path) throw Error("the run has no dataset (dataset.path)");
+    const std::filesystem::path& file = *config.dataset.path;
+    const auto route = runtime::route_from_name(config.model.route);
+    if (!route) throw Error(fmt::format("model.route '{}' is not one of reference, fast", config.model.route));
+    if (config.tracing.enabled) throw Error("a dataset run has no trace journal yet: leave tracing off");
+    if (config.output.logits == config::LogitsDump::Last || config.output.logits == config::LogitsDump::All)
+        throw Error("a dataset run writes the logits of the selected rows: output.logits must be none or selected");
+    const std::size_t threads = effective_threads(config.model.threads);
+    const std::size_t batch_tokens = config.dataset.batch_tokens ? config.dataset.batch_tokens : config::kDefaultBatchTokens;
+
+    const std::size_t context_length =
+        config.model.ctx ? config.model.ctx : runtime::default_context_length(model.model->config());
+    Request request{model,           config.output, selection::parse(config.dataset.select), config.prompt.add_bos,
+                    config.dataset.skip_empty, context_length};
+    request.output.positions = {config::PositionSelection::Kind::All, {}, {}};
+    const Selection shape = resolve(request.output, model.model->config(), 1);
+
+    // Every line read, tokenized and resolved before anything is written.
+    const DatasetInfo info = scan_dataset(file);
+    std::size_t total_tokens = 0, longest = 0;
+    bool any_target = false;
+    {
+        DatasetReader reader(file);
+        Sample s;
+        while (reader.next(s)) {
+            any_target |= s.target.has_value();
+            const Prepared p = prepare(request, std::move(s), file);
+            total_tokens += p.evaluated.ids.size();
+            longest = std::max(longest, p.evaluated.ids.size());
+        }
+    }
+
+    RunDirectoryWriter writer(config.output.dir);  // removes an earlier manifest first
+    const std::string run_key = sha256_hex(config::canonical_json(config) + info.sha256);
+    DatasetOutputs out(writer.dir(), plan_arrays(shape, model.model->config()), any_target, run_key);
+
+    runtime::SessionOptions session_options;
+    session_options.route = *route;
+    if (const auto kv_type = kernels::kv_type_from_name(config.model.kv_type)) session_options.kv_type = *kv_type;
+    session_options.context_length = config.model.ctx;
+    session_options.threads = threads;
+    session_options.max_batch = std::max<std::size_t>(longest, batch_tokens);
+    session_options.all_logits = shape.needs_all_logits() || any_target;
+    runtime::Session session(*model.model, session_options);
+    // A packed evaluation holds its samples' K/V side by side: it fits the context.
+    const std::size_t pack_tokens = std::min(batch_tokens, session.context_length());
+
+    DatasetResult result;
+    result.dir = writer.dir();
+    result.resumed_samples = out.resumed_at().samples;
+    RunPoint point = out.resumed_at();
+    const auto start = Clock::now();
+    const bool progress = options.progress && ::isatty(STDERR_FILENO);
+
+    DatasetReader reader(file);
+    Sample sample;
+    for (std::size_t i = 0; i < point.samples && reader.next(sample); ++i) {}  // finished by an earlier process
+    DatasetRecords appender(out, model.tokenizer);
+    std::optional<Prepared> pending;  // read, but beyond the previous batch
+    while (true) {
+        // One batch: consecutive samples of at most pack_tokens tokens in all (a longer
+        // sample alone); with experiments, each sample still has an evaluation of its own.
+        std::vector<Prepared> batch;
+        std::size_t tokens = 0;
+        while (pending || reader.next(sample)) {
+            Prepared p = pending ? std::move(*pending) : prepare(request, std::move(sample), file);
+            pending.reset();
+            const std::size_t n = p.selection ? p.evaluated.ids.size() : 0;
+            if (!batch.empty() && tokens + n > pack_tokens) {
+                pending = std::move(p);
+                break;
+            }
+            tokens += n;
+            batch.push_back(std::move(p));
+        }
+        if (batch.empty()) break;
+        std::vector<SampleRows> rows(batch.size());
+        std::vector<SampleRows*> evaluated;
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+            rows[i].prepared = &batch[i];
+            if (batch[i].selection) evaluated.push_back(&rows[i]);
+        }
+        // The attention pattern is one [n_head * T, n_kv] tensor per sequence: no packing.
+        if (options.experiments || evaluated.size() == 1 || shape.has(hooks::Stage::AttentionPattern)) {
+            for (SampleRows* r : evaluated)
+                evaluate_sample(session, model, *route, threads, options.experiments, *r,
+                                sample_name(r->prepared->sample, file));
+        } else if (!evaluated.empty()) {
+            evaluate_packed(session, model, *route, threads, evaluated);
+        }
+        for (const SampleRows& r : rows) appender.append(r, point);
+        out.checkpoint(point);
+        ++result.batches;
+        if (progress) draw_progress(point, info.samples, total_tokens, out.resumed_at().tokens,
+                                    std::chrono::duration<double>(Clock::now() - start).count());
+        if (options.on_batch) options.on_batch(point.samples);
+    }
+    if (progress) fmt::print(stderr, "\n");
+
+    // The arrays' headers made true, every file renamed into place, the manifest last.
+    out.finish();
+    for (const std::string& name : out.file_names()) writer.add_existing(name);
+    json::object manifest{
+        {"schema_version", kManifestSchemaVersion},
+        {"kind", "ember.dataset_extraction"},
+        {"run_id", nullptr},
+        {"layout", "one .npy per (stage, layer), the selected rows of every sample stacked in dataset order: "
+                   "STAGE.layerN.npy, STAGE.npy for the logits stages, logits.npy, logit_lens.layerN.ids.npy and "
+                   ".logits.npy; rows.jsonl (one line per row), samples.jsonl (one line per sample), targets.jsonl "
+                   "and targets.npy; manifest.json last"},
+        {"dtype", "float32"},
+        {"output_format", {{"format", "npy"}, {"version", "1.0"}, {"order", "C"}, {"byte_order", "little"}}},
+        {"tensor_contract",
+         {{"phase", "prefill"},
+          {"stages", json::value_from(config.output.stages)},
+          {"layers", json::value_from(shape.layers)},
+          {"select", config.dataset.select},
+          {"rows", "row r of every array is line r of rows.jsonl: its sample, position, token and byte span"},
+          {"evaluation", "each sample at positions from 0, attending only to its own tokens; several samples "
+                         "may share one packed evaluation (batch_tokens), which changes no value"}}},
+        {"dataset",
+         {{"path", file.string()},
+          {"sha256", info.sha256},
+          {"bytes", info.bytes},
+          {"samples", point.samples},
+          {"skipped", point.skipped},
+          {"rows", point.rows},
+          {"tokens", point.tokens}}},
+        {"selection", {{"default", config.dataset.select}, {"on_empty", config.dataset.skip_empty ? "skip" : "error"}}},
+        {"batch_tokens", batch_tokens},
+        {"model", model_record(model.path, model.file, model.model->config(), model.sha256)},
+        {"backend", {{"route", session.backend().route()}, {"variant", session.backend().variant()}}},
+        {"route", session.backend().route()},
+        {"threads", threads},
+        {"config_hash", config::config_hash(config)},
+        {"config", config::to_json(config)},
+        {"trace", nullptr},
+    };
+    dataset_manifest_arrays(out, shape, manifest);
+    writer.commit(std::move(manifest));
+
+    result.samples = point.samples;
+    result.skipped = point.skipped;
+    result.rows = point.rows;
+    result.tokens = point.tokens;
+    result.tokens_this_run = point.tokens - out.resumed_at().tokens;
+    result.arrays = out.plans().size() + (any_target ? 1 : 0);
+    result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return result;
+}
+
+}  // namespace ember::extract

@@ -1,0 +1,52 @@
+// `ember extract --dataset`: every sample of a dataset through the model in one process,
+// the selected rows of every sample stacked into one array per (stage, layer)
+// (docs/extraction.md, "Datasets"; docs/formats.md, "Dataset run directory").
+//
+// Before anything is written every line is read and every sample tokenized and its
+// selection resolved, so a malformed line or an empty selection (unless on_empty = skip)
+// stops the run naming the file, line and sample id. Then batches of samples (up to
+// dataset.batch_tokens tokens) are evaluated and their rows appended to the arrays; each
+// finished batch is a resume point (dataset_outputs.hpp). The manifest is written last.
+//
+//   const auto result = extract::run_dataset_extraction(model, config);
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "config/run_config.hpp"
+#include "extract/extraction.hpp"
+
+namespace ember::experiments {
+class ExperimentRunner;
+}
+
+namespace ember::extract {
+
+struct DatasetRunOptions {
+    bool progress = false;                                    // a progress line on stderr, redrawn per batch
+    std::function<void(std::size_t samples_done)> on_batch;  // after each checkpoint (tests stop a run here)
+    // Experiments, called per sample (docs/extraction.md, "Experiments on a dataset").
+    experiments::ExperimentRunner* experiments = nullptr;
+};
+
+struct DatasetResult {
+    std::filesystem::path dir;
+    std::size_t samples = 0;
+    std::size_t skipped = 0;
+    std::size_t rows = 0;
+    std::size_t tokens = 0;
+    std::size_t tokens_this_run = 0;  // evaluated by this process
+    std::size_t arrays = 0;
+    std::size_t batches = 0;          // evaluated by this process
+    std::size_t resumed_samples = 0;  // samples an earlier process had finished
+    double seconds = 0;               // this process's evaluation and writing
+};
+
+DatasetResult run_dataset_extraction(const LoadedModel& model, const config::RunConfig& config,
+                                     const DatasetRunOptions& options = {});
+
+}  // namespace ember::extract

@@ -1,0 +1,123 @@
+#include "extract/dataset_records.hpp"
+
+#include <boost/json.hpp>
+
+#include <limits>
+
+namespace ember::extract {
+namespace {
+
+namespace json = boost::json;
+
+json::object piece_fields(const tokenizer::Tokenizer& tok, std::int32_t id) {
+    const std::string piece = tok.piece(id, true);
+    return {{"piece", piece_text(piece)}, {"piece_hex", hex(piece)}};
+}
+
+}  // namespace
+
+void DatasetRecords::append(const SampleRows& s, RunPoint& point) {
+    const Prepared& p = *s.prepared;
+    const std::size_t first_row = point.rows;
+    const std::size_t n_rows = s.extractor ? s.extractor->selection().positions.size() : 0;
+    if (s.extractor) {
+        append_arrays(s);
+        append_rows(s, first_row);
+    }
+    json::array spans;
+    for (std::size_t i = 0; i < p.prompt_tokens; ++i) spans.push_back({p.evaluated.tokens[i].start, p.evaluated.tokens[i].end});
+    const json::object sample{
+        {"index", p.sample.index},
+        {"id", p.sample.id},
+        {"line", p.sample.line},
+        {"text", p.sample.text},
+        {"n_tokens", p.prompt_tokens},
+        {"first_row", first_row},
+        {"row_count", n_rows},
+        {"select", s.extractor ? json::value(s.extractor->selection().spec) : json::value(nullptr)},
+        {"skipped", p.skipped.empty() ? json::value(nullptr) : json::value(p.skipped)},
+        {"metadata", p.sample.metadata},
+        {"token_ids", json::value_from(std::vector<std::int32_t>(p.evaluated.ids.begin(),
+                                                                  p.evaluated.ids.begin() + p.prompt_tokens))},
+        {"byte_spans", std::move(spans)},
+    };
+    out_.samples().write(json::serialize(sample) + "\n");
+    if (out_.targets_npy()) append_target(s);
+    point.rows += n_rows;
+    point.samples += 1;
+    point.tokens += p.evaluated.ids.size();
+    point.skipped += p.skipped.empty() ? 0 : 1;
+}
+
+void DatasetRecords::append_arrays(const SampleRows& s) {
+    const Extractor& ex = *s.extractor;
+    const std::vector<const Capture*> captures = ex.captures();
+    for (std::size_t i = 0; i < out_.plans().size(); ++i) {
+        const ArrayPlan& plan = out_.plans()[i];
+        const std::size_t rows = ex.selection().positions.size();
+        switch (plan.source) {
+            case ArrayPlan::Source::Stage:
+                for (const Capture* c : captures)
+                    if (c->stage == plan.stage && c->layer == plan.layer) out_.array(i).append(c->values.data(), rows);
+                break;
+            case ArrayPlan::Source::Logits: out_.array(i).append(ex.logits()->values.data(), rows); break;
+            case ArrayPlan::Source::LensIds:
+            case ArrayPlan::Source::LensLogits:
+                for (const LensLayer& l : s.lens) {
+                    if (l.layer != *plan.layer) continue;
+                    if (plan.source == ArrayPlan::Source::LensIds) out_.array(i).append(l.ids.data(), rows);
+                    else out_.array(i).append(l.logits.data(), rows);
+                }
+                break;
+        }
+    }
+}
+
+void DatasetRecords::append_rows(const SampleRows& s, std::size_t first_row) {
+    const Prepared& p = *s.prepared;
+    const Selection& sel = s.extractor->selection();
+    std::string lines;
+    for (std::size_t i = 0; i < sel.positions.size(); ++i) {
+        const std::size_t pos = sel.positions[i];
+        const tokenizer::Token& t = p.evaluated.tokens[pos];
+        json::object row{{"row", first_row + i},   {"sample", p.sample.index}, {"id", p.sample.id},
+                         {"position", pos},        {"token", t.id},            {"byte_start", t.start},
+                         {"byte_end", t.end},      {"partial", static_cast<bool>(sel.partial[i])},
+                         {"select", sel.spec}};
+        for (auto& [k, v] : piece_fields(tok_, t.id)) row[k] = v;
+        if (!s.lens.empty()) {
+            json::object lens;
+            for (const LensLayer& l : s.lens) {
+                json::array pieces;
+                for (std::size_t j = 0; j < l.k; ++j) pieces.push_back(piece_text(tok_.piece(l.ids[i * l.k + j], true)));
+                lens[std::to_string(l.layer)] = std::move(pieces);
+            }
+            row["logit_lens_pieces"] = std::move(lens);
+        }
+        lines += json::serialize(row);
+        lines += '\n';
+    }
+    out_.rows().write(lines);
+}
+
+void DatasetRecords::append_target(const SampleRows& s) {
+    const Prepared& p = *s.prepared;
+    double sum = std::numeric_limits<double>::quiet_NaN();
+    if (p.sample.target && s.extractor) {
+        sum = 0;
+        json::array tokens;
+        for (std::size_t i = 0; i < s.target.size(); ++i) {
+            const std::size_t j = p.prompt_tokens + i;
+            json::object t{{"position", j}, {"id", p.evaluated.ids[j]}, {"logprob", s.target[i]}};
+            for (auto& [k, v] : piece_fields(tok_, p.evaluated.ids[j])) t[k] = v;
+            tokens.push_back(std::move(t));
+            sum += s.target[i];
+        }
+        const json::object line{{"sample", p.sample.index}, {"id", p.sample.id},       {"target", *p.sample.target},
+                                {"logprob", sum},           {"n_tokens", s.target.size()}, {"tokens", std::move(tokens)}};
+        out_.targets_jsonl()->write(json::serialize(line) + "\n");
+    }
+    out_.targets_npy()->append(&sum, 1);
+}
+
+}  // namespace ember::extract

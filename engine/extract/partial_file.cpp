@@ -1,0 +1,110 @@
+#include "extract/partial_file.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+#include "common/error.hpp"
+
+namespace ember::extract {
+namespace fs = std::filesystem;
+
+fs::path PartialFile::partial_path(const fs::path& final_path) {
+    fs::path p = final_path;
+    p += ".partial";
+    return p;
+}
+
+PartialFile::PartialFile(fs::path final_path, std::optional<std::uint64_t> resume_bytes)
+    : final_(std::move(final_path)), partial_(partial_path(final_)) {
+    if (resume_bytes) {
+        std::error_code ec;
+        const std::uintmax_t have = fs::file_size(partial_, ec);
+        if (ec || have < *resume_bytes)
+            throw Error(fmt::format("{}: cannot resume: the file is missing or shorter than its last finished batch "
+                                    "({} bytes); remove the directory to start over",
+                                    partial_.string(), *resume_bytes));
+        fs::resize_file(partial_, *resume_bytes, ec);
+        if (ec) throw Error(fmt::format("{}: cannot cut back to {} bytes: {}", partial_.string(), *resume_bytes, ec.message()));
+        file_ = std::fopen(partial_.c_str(), "r+b");
+        size_ = *resume_bytes;
+        if (file_ && std::fseek(file_, 0, SEEK_END) != 0) throw Error(fmt::format("{}: cannot seek", partial_.string()));
+    } else {
+        file_ = std::fopen(partial_.c_str(), "w+b");
+    }
+    if (!file_) throw Error(fmt::format("{}: cannot open for writing: {}", partial_.string(), std::strerror(errno)));
+}
+
+PartialFile::~PartialFile() {
+    if (file_) std::fclose(file_);  // left in place: a later run resumes from it
+}
+
+void PartialFile::write(const void* data, std::size_t bytes) {
+    if (bytes > 0 && std::fwrite(data, 1, bytes, file_) != bytes)
+        throw Error(fmt::format("{}: write failed: {}", partial_.string(), std::strerror(errno)));
+    size_ += bytes;
+}
+
+void PartialFile::overwrite(std::uint64_t offset, std::string_view bytes) {
+    if (std::fseek(file_, static_cast<long>(offset), SEEK_SET) != 0 ||
+        std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size() || std::fseek(file_, 0, SEEK_END) != 0)
+        throw Error(fmt::format("{}: cannot rewrite bytes at {}", partial_.string(), offset));
+}
+
+void PartialFile::flush() {
+    if (std::fflush(file_) != 0) throw Error(fmt::format("{}: write failed: {}", partial_.string(), std::strerror(errno)));
+}
+
+void PartialFile::finish() {
+    flush();
+    if (::fsync(fileno(file_)) != 0) throw Error(fmt::format("{}: fsync failed: {}", partial_.string(), std::strerror(errno)));
+    std::fclose(file_);
+    file_ = nullptr;
+    std::error_code ec;
+    fs::rename(partial_, final_, ec);
+    if (ec) throw Error(fmt::format("{}: cannot rename into place: {}", final_.string(), ec.message()));
+}
+
+std::string NpyAppender::header(std::string_view descr, std::size_t rows, std::size_t cols) {
+    const std::string shape = cols == 0 ? fmt::format("({},)", rows) : fmt::format("({}, {})", rows, cols);
+    std::string dict = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", descr, shape);
+    constexpr std::size_t prefix = 10;  // magic (6), version (2), header length (2)
+    if (prefix + dict.size() + 1 > kHeaderBytes) throw Error("npy header too long");
+    dict.resize(kHeaderBytes - prefix - 1, ' ');
+    dict += '\n';
+    std::string out("\x93NUMPY\x01\x00", 8);
+    out += static_cast<char>(dict.size() & 0xff);
+    out += static_cast<char>(dict.size() >> 8);
+    return out + dict;
+}
+
+NpyAppender::NpyAppender(fs::path final_path, std::string descr, std::size_t cols, std::optional<std::uint64_t> resume_bytes)
+    : file_(std::move(final_path), resume_bytes), descr_(std::move(descr)), cols_(cols) {
+    if (!resume_bytes) {
+        file_.write(header(descr_, 0, cols_));
+        return;
+    }
+    if (file_.size() < kHeaderBytes || (file_.size() - kHeaderBytes) % row_bytes() != 0)
+        throw Error(fmt::format("{}: cannot resume: {} bytes is not a header and whole rows", file_.name(), file_.size()));
+    rows_ = (file_.size() - kHeaderBytes) / row_bytes();
+}
+
+std::size_t NpyAppender::row_bytes() const {
+    const std::size_t element = descr_ == "<f8" ? 8 : 4;
+    return element * (cols_ == 0 ? 1 : cols_);
+}
+
+void NpyAppender::append(const void* rows_data, std::size_t rows) {
+    file_.write(rows_data, rows * row_bytes());
+    rows_ += rows;
+}
+
+void NpyAppender::finish() {
+    file_.overwrite(0, header(descr_, rows_, cols_));
+    file_.finish();
+}
+
+}  // namespace ember::extract

@@ -1,0 +1,323 @@
+// Selection specs: which prompt positions a request means, anchored to the prompt's text
+// (docs/extraction.md, "Selection specs"). Header-only and standard C++ only, so the engine
+// and the plugins (which build against the SDK alone) parse and resolve specs the same way.
+//
+//   all | first | last                  every token / the first / the last
+//   3,5,-1                              positions; a negative one counts from the end
+//   bytes:A-B                           every token whose byte span overlaps [A, B)
+//   chars:A-B                           the same in code points of the UTF-8 prompt
+//   substring:TEXT  substring:TEXT#K    every token overlapping the first (K-th) occurrence
+//   ...:first | ...:last                only the first / last token of what the spec selects
+//
+// As JSON (a dataset's "select"): a string in the form above, or an object with exactly one
+// of "substring" (a string), "bytes" / "chars" ([A, B]), "indices" ([3, 5, -1]) or
+// "position" ("all" | "first" | "last"), and optionally "occurrence" (K >= 1, substring
+// only) and "take" ("all" | "first" | "last"):
+//   {"substring": "كتب", "occurrence": 2, "take": "last"}
+//
+// Occurrences of a substring are counted left to right without overlap. A token that only
+// partly covers the anchored bytes (a span reaching outside [A, B)) is selected and marked
+// partial. Tokens that cover no byte (BOS, a space the tokenizer added) are never selected
+// by an anchored spec. Resolving never throws: an empty result says why in `why_empty`.
+#pragma once
+
+#include <ember/experiment_config.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ember::selection {
+
+class SpecError : public std::invalid_argument {
+public:
+    explicit SpecError(const std::string& message) : std::invalid_argument(message) {}
+};
+
+enum class Kind { All, First, Last, Indices, Bytes, Chars, Substring };
+enum class Take { All, First, Last };
+
+struct Spec {
+    Kind kind = Kind::All;
+    std::vector<std::int64_t> indices;  // Kind::Indices, as written
+    std::size_t begin = 0, end = 0;     // Kind::Bytes / Kind::Chars: [begin, end)
+    std::string text;                   // Kind::Substring
+    std::size_t occurrence = 1;         // Kind::Substring: 1-based
+    Take take = Take::All;
+
+    // The text form (parse(to_string()) gives the spec back).
+    std::string to_string() const {
+        std::string s;
+        switch (kind) {
+            case Kind::All: s = "all"; break;
+            case Kind::First: s = "first"; break;
+            case Kind::Last: s = "last"; break;
+            case Kind::Indices:
+                for (std::size_t i = 0; i < indices.size(); ++i) s.append(i ? "," : "").append(std::to_string(indices[i]));
+                break;
+            case Kind::Bytes:
+            case Kind::Chars:
+                s.append(kind == Kind::Bytes ? "bytes:" : "chars:").append(std::to_string(begin));
+                s.append("-").append(std::to_string(end));
+                break;
+            case Kind::Substring:
+                s = "substring:" + text;
+                if (occurrence != 1 || text.find('#') != std::string::npos) s.append("#").append(std::to_string(occurrence));
+                break;
+        }
+        if (take == Take::First) s += ":first";
+        if (take == Take::Last) s += ":last";
+        return s;
+    }
+};
+
+// A token of the prompt: its byte span [start, end) in the prompt's UTF-8 bytes.
+struct TokenSpan {
+    std::size_t start = 0;
+    std::size_t end = 0;
+};
+
+struct Selected {
+    std::size_t position = 0;
+    bool partial = false;  // the token reaches outside the anchored bytes
+};
+
+struct Resolved {
+    std::vector<Selected> rows;  // ascending positions
+    std::string why_empty;       // when rows is empty
+};
+
+namespace detail {
+
+inline bool parse_unsigned(std::string_view s, std::size_t& out) {
+    if (s.empty()) return false;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && end == s.data() + s.size();
+}
+
+inline void parse_range(std::string_view body, const std::string& spec, Spec& out) {
+    const std::size_t dash = body.find('-');
+    if (dash == std::string_view::npos || !parse_unsigned(body.substr(0, dash), out.begin) ||
+        !parse_unsigned(body.substr(dash + 1), out.end))
+        throw SpecError("selection '" + spec + "': expected A-B with non-negative integers A < B");
+    if (out.begin >= out.end) throw SpecError("selection '" + spec + "': the range is empty (A must be below B)");
+}
+
+inline void parse_indices(std::string_view body, const std::string& spec, Spec& out) {
+    std::size_t start = 0;
+    while (true) {
+        const std::size_t comma = body.find(',', start);
+        const std::string_view item = body.substr(start, comma == std::string_view::npos ? body.npos : comma - start);
+        std::int64_t v = 0;
+        const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+        if (item.empty() || ec != std::errc() || end != item.data() + item.size())
+            throw SpecError("selection '" + spec + "': '" + std::string(item) +
+                            "' is not all, first, last, an index list, bytes:, chars: or substring:");
+        if (std::find(out.indices.begin(), out.indices.end(), v) != out.indices.end())
+            throw SpecError("selection '" + spec + "': index " + std::to_string(v) + " is given twice");
+        out.indices.push_back(v);
+        if (comma == std::string_view::npos) return;
+        start = comma + 1;
+    }
+}
+
+// The byte offset of code point `n` (n == the count: the text's size); npos past the end.
+inline std::size_t byte_of_char(std::string_view text, std::size_t n) {
+    std::size_t seen = 0;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if ((static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) continue;  // continuation byte
+        if (seen++ == n) return i;
+    }
+    return seen == n ? text.size() : std::string_view::npos;
+}
+
+inline std::size_t count_chars(std::string_view text) {
+    return static_cast<std::size_t>(std::count_if(
+        text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+}  // namespace detail
+
+// The text form. SpecError naming the spec on anything else.
+inline Spec parse(std::string_view text) {
+    const std::string whole(text);
+    Spec s;
+    std::string_view body = text;
+    // The take suffix first: a substring may itself contain ':'.
+    for (const auto& [suffix, take] : {std::pair<std::string_view, Take>{":last", Take::Last}, {":first", Take::First}}) {
+        if (body.size() > suffix.size() && body.substr(body.size() - suffix.size()) == suffix) {
+            body.remove_suffix(suffix.size());
+            s.take = take;
+            break;
+        }
+    }
+    if (body == "all") s.kind = Kind::All;
+    else if (body == "first") s.kind = Kind::First;
+    else if (body == "last") s.kind = Kind::Last;
+    else if (body.starts_with("bytes:")) {
+        s.kind = Kind::Bytes;
+        detail::parse_range(body.substr(6), whole, s);
+    } else if (body.starts_with("chars:")) {
+        s.kind = Kind::Chars;
+        detail::parse_range(body.substr(6), whole, s);
+    } else if (body.starts_with("substring:")) {
+        s.kind = Kind::Substring;
+        body.remove_prefix(10);
+        const std::size_t hash = body.rfind('#');
+        if (hash != std::string_view::npos && detail::parse_unsigned(body.substr(hash + 1), s.occurrence)) {
+            if (s.occurrence == 0) throw SpecError("selection '" + whole + "': occurrences count from 1");
+            body = body.substr(0, hash);
+        }
+        if (body.empty()) throw SpecError("selection '" + whole + "': the substring is empty");
+        s.text = std::string(body);
+    } else {
+        s.kind = Kind::Indices;
+        detail::parse_indices(body, whole, s);
+    }
+    return s;
+}
+
+// The JSON form: a string (parse()) or an object (see the header). SpecError naming the key.
+inline Spec from_json(const JsonValue& value) {
+    if (value.is_string()) return parse(value.as_string());
+    if (!value.is_object()) throw SpecError("select must be a string or an object");
+    Spec s;
+    int kinds = 0;
+    auto range = [&](const JsonValue& v, const char* key) {
+        if (!v.is_array() || v.items().size() != 2 || !v.items()[0].is_integer() || !v.items()[1].is_integer() ||
+            v.items()[0].as_integer() < 0 || v.items()[0].as_integer() >= v.items()[1].as_integer())
+            throw SpecError(std::string("select.") + key + " must be [A, B] with integers 0 <= A < B");
+        s.begin = static_cast<std::size_t>(v.items()[0].as_integer());
+        s.end = static_cast<std::size_t>(v.items()[1].as_integer());
+    };
+    auto take_of = [](const JsonValue& v, const char* key) {
+        const std::string t = v.is_string() ? v.as_string() : "";
+        if (t == "all") return Kind::All;
+        if (t == "first") return Kind::First;
+        if (t == "last") return Kind::Last;
+        throw SpecError(std::string("select.") + key + " must be \"all\", \"first\" or \"last\"");
+    };
+    for (std::size_t i = 0; i < value.keys().size(); ++i) {
+        const std::string& key = value.keys()[i];
+        const JsonValue& v = value.items()[i];
+        if (key == "substring") {
+            if (!v.is_string() || v.as_string().empty()) throw SpecError("select.substring must be a non-empty string");
+            s.kind = Kind::Substring, s.text = v.as_string(), ++kinds;
+        } else if (key == "bytes") {
+            s.kind = Kind::Bytes, range(v, "bytes"), ++kinds;
+        } else if (key == "chars") {
+            s.kind = Kind::Chars, range(v, "chars"), ++kinds;
+        } else if (key == "indices") {
+            if (!v.is_array() || v.items().empty()) throw SpecError("select.indices must be a non-empty array of integers");
+            for (const JsonValue& item : v.items()) {
+                if (!item.is_integer()) throw SpecError("select.indices must be a non-empty array of integers");
+                if (std::find(s.indices.begin(), s.indices.end(), item.as_integer()) != s.indices.end())
+                    throw SpecError("select.indices: index " + std::to_string(item.as_integer()) + " is given twice");
+                s.indices.push_back(item.as_integer());
+            }
+            s.kind = Kind::Indices, ++kinds;
+        } else if (key == "position") {
+            s.kind = take_of(v, "position"), ++kinds;
+        } else if (key == "occurrence") {
+            if (!v.is_integer() || v.as_integer() < 1) throw SpecError("select.occurrence must be an integer >= 1");
+            s.occurrence = static_cast<std::size_t>(v.as_integer());
+        } else if (key == "take") {
+            const Kind k = take_of(v, "take");
+            s.take = k == Kind::First ? Take::First : k == Kind::Last ? Take::Last : Take::All;
+        } else {
+            throw SpecError("select: unknown key '" + key + "'");
+        }
+    }
+    if (kinds != 1)
+        throw SpecError("select needs exactly one of \"substring\", \"bytes\", \"chars\", \"indices\", \"position\"");
+    if (s.occurrence != 1 && s.kind != Kind::Substring) throw SpecError("select.occurrence needs \"substring\"");
+    return s;
+}
+
+// The positions `spec` selects in a prompt of `text` whose tokens are `tokens` (spans in
+// order, tiling the text; zero-width tokens allowed).
+inline Resolved resolve(const Spec& spec, std::string_view text, std::span<const TokenSpan> tokens) {
+    Resolved r;
+    const std::size_t n = tokens.size();
+    if (n == 0) {
+        r.why_empty = "the prompt has no tokens";
+        return r;
+    }
+    auto anchored = [&](std::size_t begin, std::size_t end) {  // tokens overlapping [begin, end)
+        for (std::size_t p = 0; p < n; ++p) {
+            const TokenSpan& t = tokens[p];
+            if (t.start < t.end && t.start < end && t.end > begin) r.rows.push_back({p, t.start < begin || t.end > end});
+        }
+        if (r.rows.empty()) r.why_empty = "no token covers bytes " + std::to_string(begin) + "-" + std::to_string(end);
+    };
+    switch (spec.kind) {
+        case Kind::All:
+            for (std::size_t p = 0; p < n; ++p) r.rows.push_back({p, false});
+            break;
+        case Kind::First: r.rows.push_back({0, false}); break;
+        case Kind::Last: r.rows.push_back({n - 1, false}); break;
+        case Kind::Indices: {
+            std::vector<std::size_t> positions;
+            for (std::int64_t i : spec.indices) {
+                const std::int64_t p = i < 0 ? static_cast<std::int64_t>(n) + i : i;
+                if (p < 0 || p >= static_cast<std::int64_t>(n)) {
+                    r.why_empty = "index " + std::to_string(i) + " is outside the prompt's " + std::to_string(n) + " tokens";
+                    return r;
+                }
+                positions.push_back(static_cast<std::size_t>(p));
+            }
+            std::sort(positions.begin(), positions.end());
+            if (std::adjacent_find(positions.begin(), positions.end()) != positions.end()) {
+                r.why_empty = "two indices name the same position";
+                return r;
+            }
+            for (std::size_t p : positions) r.rows.push_back({p, false});
+            break;
+        }
+        case Kind::Bytes:
+            if (spec.end > text.size()) {
+                r.why_empty = "bytes " + std::to_string(spec.begin) + "-" + std::to_string(spec.end) +
+                              " reach past the prompt's " + std::to_string(text.size()) + " bytes";
+                return r;
+            }
+            anchored(spec.begin, spec.end);
+            break;
+        case Kind::Chars: {
+            const std::size_t begin = detail::byte_of_char(text, spec.begin);
+            const std::size_t end = detail::byte_of_char(text, spec.end);
+            if (begin == std::string_view::npos || end == std::string_view::npos) {
+                r.why_empty = "chars " + std::to_string(spec.begin) + "-" + std::to_string(spec.end) +
+                              " reach past the prompt's " + std::to_string(detail::count_chars(text)) + " code points";
+                return r;
+            }
+            anchored(begin, end);
+            break;
+        }
+        case Kind::Substring: {
+            std::size_t at = std::string_view::npos, from = 0;
+            for (std::size_t k = 0; k < spec.occurrence; ++k) {
+                at = text.find(spec.text, from);
+                if (at == std::string_view::npos) break;
+                from = at + spec.text.size();
+            }
+            if (at == std::string_view::npos) {
+                r.why_empty = "'" + spec.text + "' occurs fewer than " + std::to_string(spec.occurrence) + " time(s)";
+                return r;
+            }
+            anchored(at, at + spec.text.size());
+            break;
+        }
+    }
+    if (spec.take == Take::First && r.rows.size() > 1) r.rows.resize(1);
+    if (spec.take == Take::Last && r.rows.size() > 1) r.rows.erase(r.rows.begin(), r.rows.end() - 1);
+    return r;
+}
+
+}  // namespace ember::selection

@@ -80,15 +80,24 @@ std::vector<ArrayPlan> plan_arrays(const Selection& s, const models::ModelConfig
     std::vector<ArrayPlan> out;
     for (hooks::Stage stage : kStages) {
         if (!s.has(stage)) continue;
-        const std::size_t cols = stage == hooks::Stage::AfterLogits ? c.n_vocab : c.n_embd;
+        // Its width is each prompt's length: the samples' rows do not stack into one array.
+        if (stage == hooks::Stage::AttentionPattern)
+            throw Error("a dataset run cannot stack attention_pattern (its width is each prompt's length): "
+                        "extract it per prompt");
         if (!is_layer_stage(stage)) {
+            const std::size_t cols = stage == hooks::Stage::AfterLogits ? c.n_vocab : c.n_embd;
             out.push_back({fmt::format("{}.npy", hooks::stage_name(stage)), ArrayPlan::Source::Stage, stage, std::nullopt,
                            "<f4", cols});
             continue;
         }
-        for (std::uint32_t l : s.layers)
+        for (std::uint32_t l : s.layers) {
+            const models::LayerConfig& L = c.layers[l];
+            const std::size_t cols = stage == hooks::Stage::HeadOutputs     ? std::size_t{L.n_head} * L.head_dim
+                                     : stage == hooks::Stage::MlpActivation ? std::size_t{L.n_ff}
+                                                                            : std::size_t{c.n_embd};
             out.push_back({fmt::format("{}.layer{}.npy", hooks::stage_name(stage), l), ArrayPlan::Source::Stage, stage, l,
                            "<f4", cols});
+        }
     }
     if (s.logits != config::LogitsDump::None)
         out.push_back({"logits.npy", ArrayPlan::Source::Logits, hooks::Stage::AfterLogits, std::nullopt, "<f4", c.n_vocab});
@@ -157,8 +166,8 @@ public:
         if (logits_stage && !all_logits_) return;
         split(e, v, [&](Extractor& x, const hooks::EvalInfo& i, hooks::TensorView s) { x.stage(stage, i, l, s); });
     }
-    // No attention_pattern: its rows are per head, not per token, and a packed evaluation
-    // computes none (models::attend); such samples are evaluated alone (extract_dataset).
+    // No attention_pattern: a packed evaluation computes none (models::attend), and a
+    // dataset run refuses the stage (plan_arrays).
     bool wants(hooks::Stage stage) const override {
         if (stage == hooks::Stage::AttentionPattern) return false;
         for (const SampleRows* s : samples_)
@@ -354,8 +363,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
             rows[i].prepared = &batch[i];
             if (batch[i].selection) evaluated.push_back(&rows[i]);
         }
-        // The attention pattern is one [n_head * T, n_kv] tensor per sequence: no packing.
-        if (options.experiments || evaluated.size() == 1 || shape.has(hooks::Stage::AttentionPattern)) {
+        if (options.experiments || evaluated.size() == 1) {
             for (SampleRows* r : evaluated)
                 evaluate_sample(session, model, *route, threads, options.experiments, *r,
                                 sample_name(r->prepared->sample, file));

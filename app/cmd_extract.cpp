@@ -30,6 +30,13 @@ namespace fs = std::filesystem;
 
 fs::path absolute(const std::string& path) { return fs::absolute(path).lexically_normal(); }
 
+// "comma-separated: before_layer, ..." from the stage table.
+std::string stage_list_help() {
+    std::string list;
+    for (hooks::Stage s : extract::kStages) list += fmt::format("{}{}", list.empty() ? "" : ", ", hooks::stage_name(s));
+    return "comma-separated: " + list;
+}
+
 // The request the options spell, as the run config that means the same.
 config::RunConfig config_from_options(const po::variables_map& vm) {
     config::RunConfig c;
@@ -140,7 +147,7 @@ int run_extract(const std::vector<std::string>& args) {
         ("dataset", po::value<std::string>(), "a dataset: JSONL (text, id, select, target) or .txt (one prompt a line)")
         ("out", po::value<std::string>(), "the run directory to write")
         ("stages", po::value<std::string>()->default_value("after_layer"),
-         "comma-separated: before_layer, after_attention, after_mlp, after_layer, before_logits, after_logits")
+         stage_list_help().c_str())
         ("layers", po::value<std::string>()->default_value("all"), "all, or comma-separated layer indices")
         ("positions", po::value<std::string>()->default_value("all"), "all, last, or comma-separated prompt positions")
         ("select", po::value<std::string>(),

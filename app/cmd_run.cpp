@@ -31,6 +31,7 @@ int run_run(const std::vector<std::string>& args) {
     options.add_options()
         ("experiment", po::value<std::vector<std::string>>()->composing(),
          "load this experiment plugin after the config's (repeatable; runs in the order given)")
+        ("no-defaults", "leave out the defaults file's experiments (as [hooks] defaults = false)")
         ("trace", po::value<std::string>(), "write the operation journal to FILE (as [tracing] enabled = true, path = FILE)")
         ("overwrite", po::bool_switch(), "replace an earlier run in the output directory (as [output] overwrite = true)")
         ("config", po::value<std::string>(), "the run config (TOML)");
@@ -45,6 +46,7 @@ int run_run(const std::vector<std::string>& args) {
 
     config::LoadOptions load;
     load.defaults_file = config::find_defaults_file();
+    load.no_defaults = vm.count("no-defaults") > 0;
     if (vm.count("experiment")) {
         for (const auto& plugin : vm["experiment"].as<std::vector<std::string>>())
             load.command_line_experiments.emplace_back(plugin);

@@ -188,8 +188,10 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     generation.all_prompt_logits = session_options.all_logits;
 
     std::vector<std::int32_t> generated;
+    experiments::ExperimentRunner* token_sink = nullptr;  // the runner, once made
     const auto on_token = [&](std::int32_t token) {
         generated.push_back(token);
+        if (token_sink) token_sink->on_token(static_cast<std::uint32_t>(token));
         if (options.on_token) options.on_token(token);
     };
     const auto is_end = [&](std::int32_t token) { return model.tokenizer.is_end_of_generation(token); };
@@ -256,6 +258,7 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
                 experiments::specs_from_config(config), info,
                 experiments::RunnerOptions{config.hooks.failure, config.hooks.timeout_ms, {}, options.progress});
             runner->on_model_loaded(model_config);
+            token_sink = runner.get();
         }
         runtime::Session session(*model.model, session_options);
         outcome.variant = session.backend().variant();

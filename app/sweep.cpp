@@ -12,12 +12,13 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "cli.hpp"
 #include "config/run_config.hpp"
 #include "common/dir_lock.hpp"
 #include "extract/inputs_record.hpp"
 #include "extract/run_directory.hpp"
 #include "config/toml_reader.hpp"
-#include "cli.hpp"
+#include "experiments/plugin_library.hpp"
 #include "extract/verify.hpp"
 #include "generation_output.hpp"
 #include "run_job.hpp"
@@ -271,6 +272,23 @@ std::vector<SweepRun> execute_sweep(const std::vector<SweepInput>& inputs, const
         }
     }
 
+    // A plugin that does not declare EMBER_PLUGIN_FLAG_CONCURRENT never has two instances
+    // at once: the runs using it take its lock (all of a run's locks in path order).
+    std::map<fs::path, std::mutex> serial;
+    std::vector<std::vector<std::mutex*>> locks(planned.size());
+    for (std::size_t i = 0; i < planned.size(); ++i) {
+        if (!planned[i].config) continue;
+        std::map<fs::path, std::mutex*> own;
+        for (const auto& e : planned[i].config->experiments) {
+            try {
+                if (!experiments::PluginLibrary::load(e.plugin)->concurrent()) own[e.plugin] = &serial[e.plugin];
+            } catch (const Error&) {
+                // The run reports it when it loads its plugins.
+            }
+        }
+        for (const auto& [path, mutex] : own) locks[i].push_back(mutex);
+    }
+
     ModelCache models;
     std::mutex report;
     std::atomic<std::size_t> next{0};
@@ -290,6 +308,8 @@ std::vector<SweepRun> execute_sweep(const std::vector<SweepInput>& inputs, const
                     const std::lock_guard lock(report);
                     options.on_run_start(p.run.config);
                 }
+                std::vector<std::unique_lock<std::mutex>> held;
+                for (std::mutex* m : locks[i]) held.emplace_back(*m);
                 run_one(p, models, options.force);
             }
             const std::lock_guard lock(report);

@@ -74,7 +74,8 @@ config::RunConfig config_from_json(const json::value& v) {
     if (v.at("defaults_file").is_string()) c.defaults_file = fs::path(text(v, "defaults_file"));
     const json::value& h = v.at("hooks");
     c.hooks = {text(h, "failure") == "fail_open" ? config::FailurePolicy::FailOpen : config::FailurePolicy::Strict,
-               number<std::uint32_t>(h, "timeout_ms"), number<std::uint32_t>(h, "run_timeout_s")};
+               number<std::uint32_t>(h, "timeout_ms"), number<std::uint32_t>(h, "run_timeout_s"),
+               !h.as_object().contains("defaults")};  // recorded only when false
     const json::array& experiments = v.at("experiments").as_array();
     const json::array& entries = v.at("experiment_entries").as_array();
     for (std::size_t i = 0; i < experiments.size(); ++i) {

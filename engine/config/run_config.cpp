@@ -7,6 +7,7 @@
 
 #include <ember/selection.hpp>
 
+#include <array>
 #include <cstdlib>
 #include <limits>
 
@@ -15,10 +16,18 @@
 #include "config/run_config_toml.hpp"
 #include "config/toml_limits.hpp"
 #include "config/toml_reader.hpp"
+#include "hooks/hooks.hpp"
 
 namespace ember::config {
 namespace fs = std::filesystem;
 namespace {
+
+// Every tensor stage can be extracted (ember/stages.h).
+constexpr auto kTensorStageNames = [] {
+    std::array<std::string_view, hooks::kTensorStageCount> names{};
+    for (std::size_t i = 0; i < names.size(); ++i) names[i] = hooks::stage_name(hooks::kTensorStages[i]);
+    return names;
+}();
 
 constexpr std::int64_t kMaxInt32 = std::numeric_limits<std::int32_t>::max();
 
@@ -108,10 +117,7 @@ OutputSection parse_output(const toml::table& table, const std::string& file, co
     TableReader r(table, "output", file);
     if (auto v = r.path("dir", base)) o.dir = *v;
     if (auto v = r.boolean("extract")) o.extract = *v;
-    if (auto v = r.choice_list("stages", {"before_layer", "after_attention", "after_mlp", "after_layer", "before_logits",
-                                          "after_logits"})) {
-        o.stages = *v;
-    }
+    if (auto v = r.choice_list("stages", kTensorStageNames)) o.stages = *v;
     if (auto v = r.word_or_indices("layers", {"all"}, kMaxInt32)) {
         if (v->word.empty()) o.layers.emplace(v->indices.begin(), v->indices.end());
     }
@@ -143,6 +149,7 @@ HooksSection parse_hooks(const toml::table& table, const std::string& file) {
         h.failure = *v == "strict" ? FailurePolicy::Strict : FailurePolicy::FailOpen;
     if (auto v = r.integer("timeout_ms", 0, kMaxInt32)) h.timeout_ms = static_cast<std::uint32_t>(*v);
     if (auto v = r.integer("run_timeout_s", 0, kMaxInt32)) h.run_timeout_s = static_cast<std::uint32_t>(*v);
+    if (auto v = r.boolean("defaults")) h.defaults = *v;
     r.finish();
     return h;
 }
@@ -253,7 +260,8 @@ RunConfig run_config_from_toml(const toml::table& root, const fs::path& file, co
     if (c.output.dir.empty()) c.output.dir = base / "runs" / c.source.stem();
     if (c.tracing.path.empty()) c.tracing.path = c.output.dir / "trace.jsonl";
 
-    if (options.defaults_file) {
+    if (options.no_defaults) c.hooks.defaults = false;
+    if (options.defaults_file && c.hooks.defaults) {
         c.experiments = load_defaults_file(*options.defaults_file);
         c.defaults_file = absolute_normal(*options.defaults_file);
     }
@@ -298,6 +306,14 @@ boost::json::object output_json(const OutputSection& o) {
 
 }  // namespace
 
+// "defaults" appears only when false, so configs that never mention it keep their hash.
+static boost::json::object hooks_json(const HooksSection& h) {
+    boost::json::object o{
+        {"failure", failure_policy_name(h.failure)}, {"timeout_ms", h.timeout_ms}, {"run_timeout_s", h.run_timeout_s}};
+    if (!h.defaults) o["defaults"] = false;
+    return o;
+}
+
 boost::json::object to_json(const RunConfig& c) {
     namespace json = boost::json;
     json::object prompt;
@@ -328,10 +344,7 @@ boost::json::object to_json(const RunConfig& c) {
           {"seed", c.generation.seed}}},
         {"tracing", {{"enabled", c.tracing.enabled}, {"path", c.tracing.path.string()}}},
         {"output", output_json(c.output)},
-        {"hooks",
-         {{"failure", failure_policy_name(c.hooks.failure)},
-          {"timeout_ms", c.hooks.timeout_ms},
-          {"run_timeout_s", c.hooks.run_timeout_s}}},
+        {"hooks", hooks_json(c.hooks)},
         {"experiments", std::move(experiments)},
     };
     // Only a dataset run has the key, so single-prompt configs keep their hashes.

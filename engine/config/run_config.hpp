@@ -104,6 +104,7 @@ struct HooksSection {
     FailurePolicy failure = FailurePolicy::Strict;
     std::uint32_t timeout_ms = 0;     // 0 = no timeout
     std::uint32_t run_timeout_s = 0;  // the whole supervised run; 0 = no limit
+    bool defaults = true;             // false: the defaults file's experiments are left out
 };
 
 struct ExperimentEntry {
@@ -131,6 +132,8 @@ struct LoadOptions {
     std::optional<std::filesystem::path> defaults_file;
     // --experiment plugins, resolved against the current directory.
     std::vector<std::filesystem::path> command_line_experiments;
+    // --no-defaults: leave the defaults file out (as [hooks] defaults = false).
+    bool no_defaults = false;
 };
 
 RunConfig load_run_config(const std::filesystem::path& file, const LoadOptions& options = {});

@@ -101,6 +101,11 @@ std::optional<bool> TableReader::boolean(std::string_view key) {
 
 std::optional<std::vector<std::string>> TableReader::choice_list(std::string_view key,
                                                                  std::initializer_list<std::string_view> allowed) {
+    return choice_list(key, std::span<const std::string_view>(allowed.begin(), allowed.size()));
+}
+
+std::optional<std::vector<std::string>> TableReader::choice_list(std::string_view key,
+                                                                 std::span<const std::string_view> allowed) {
     const toml::node* n = node(key);
     if (!n) return std::nullopt;
     std::string list;

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +47,7 @@ public:
     // An array of strings, each one of `allowed`, none twice.
     std::optional<std::vector<std::string>> choice_list(std::string_view key,
                                                         std::initializer_list<std::string_view> allowed);
+    std::optional<std::vector<std::string>> choice_list(std::string_view key, std::span<const std::string_view> allowed);
     // Either one of `words` (a string) or an array of distinct integers in [0, max].
     struct WordOrIndices {
         std::string word;                   // empty when the value is an array

@@ -12,7 +12,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::size_t index_of(StageId stage) { return static_cast<std::size_t>(stage); }
+using hooks::index_of;
 
 // plugin.h's family codes are the registry's Family values (models/family.hpp).
 static_assert(static_cast<std::uint32_t>(models::Family::Llama) == EMBER_FAMILY_LLAMA &&
@@ -71,6 +71,7 @@ struct ExperimentRunner::Entry {
     ember_host_services services{};
     void* instance = nullptr;
     bool enabled = true;  // false once it failed under fail_open
+    hooks::StageMask stages = 0;  // the stages it implements and subscribes to
     Outcome outcome = Outcome::NotRun;
     std::string failure;
     std::array<StageTiming, kStageCount> timings{};
@@ -116,12 +117,20 @@ ExperimentRunner::ExperimentRunner(const std::vector<ExperimentSpec>& specs, Run
                                      e->base_dir.c_str(),
                                      run_.prompt_token_ids.data(),
                                      run_.prompt_token_ids.size()};
-        e->services = ember_host_services{sizeof(ember_host_services), EMBER_PLUGIN_ABI_MAJOR, EMBER_PLUGIN_ABI_MINOR,
-                                          0, e.get(), &ExperimentRunner::host_log, &e->run_info};
+        e->services = ember_host_services{sizeof(ember_host_services),
+                                          EMBER_PLUGIN_ABI_MAJOR,
+                                          EMBER_PLUGIN_ABI_MINOR,
+                                          0,
+                                          e.get(),
+                                          &ExperimentRunner::host_log,
+                                          &e->run_info,
+                                          &ExperimentRunner::host_generated_token_ids};
+        for (StageId stage : e->library->implemented_stages()) e->stages |= hooks::stage_bit(stage);
         entries_.push_back(std::move(e));
     }
     try {
         create_all();
+        update_subscriptions();
     } catch (ExperimentFailure& failure) {
         finish();
         failure.set_snapshot(snapshot());
@@ -208,6 +217,7 @@ void ExperimentRunner::fail(Entry& e, const Site& site, std::string_view detail)
     if (options_.failure == config::FailurePolicy::FailOpen) {
         e.enabled = false;
         e.outcome = Outcome::Disabled;
+        update_subscriptions();
         log(LogLevel::Warning, e.library->name(), message + " (fail_open: not called again in this run)");
         return;
     }
@@ -237,6 +247,12 @@ void ExperimentRunner::on_model_loaded(const models::ModelConfig& model) {
     model_context_ = ember_model_context{sizeof(ember_model_context), family_code(model.family), model_name_.c_str(),
                                         model.n_layers, model.n_embd, model.n_vocab, 0};
     model_loaded_ = true;
+    layer_contexts_.clear();
+    for (std::uint32_t l = 0; l < model.layers.size(); ++l) {
+        const models::LayerConfig& L = model.layers[l];
+        layer_contexts_.push_back(
+            ember_layer_context{sizeof(ember_layer_context), l, nullptr, L.n_head, L.head_dim, L.n_head_kv, L.n_ff});
+    }
     for (auto& entry : entries_) {
         Entry& e = *entry;
         const auto fn = e.library->descriptor().on_model_loaded;
@@ -244,6 +260,19 @@ void ExperimentRunner::on_model_loaded(const models::ModelConfig& model) {
         call(e, Site{StageId::OnModelLoaded},
              [&](ember_error_buffer& error) { return fn(e.instance, &model_context_, &error); });
     }
+    // 1.1: an instance may narrow the stages it implements to those it wants.
+    for (auto& entry : entries_) {
+        Entry& e = *entry;
+        const auto subscribed = e.library->descriptor().subscribed_stages;
+        if (subscribed && e.instance && e.enabled) e.stages &= subscribed(e.instance);
+    }
+    update_subscriptions();
+}
+
+void ExperimentRunner::update_subscriptions() {
+    subscribed_ = 0;
+    for (const auto& e : entries_)
+        if (e->instance && e->enabled) subscribed_ |= e->stages;
 }
 
 void ExperimentRunner::before_prefill(const hooks::EvalInfo& prefill) {
@@ -268,7 +297,8 @@ ember_execution_context ExperimentRunner::execution_context(const hooks::EvalInf
                                    eval.n_tokens,
                                    eval.tracing ? EMBER_TRACING_ENABLED : EMBER_TRACING_DISABLED,
                                    0,
-                                   &model_context_};
+                                   &model_context_,
+                                   eval.step};
 }
 
 ember_generation_context ExperimentRunner::generation_context(std::uint32_t stop_reason, std::size_t generated) const {
@@ -287,55 +317,30 @@ double ExperimentRunner::elapsed_ms() const {
     return std::chrono::duration<double, std::milli>(Clock::now() - prefill_start_).count();
 }
 
-void ExperimentRunner::layer_stage(StageId stage, ember_layer_stage_fn ember_plugin_descriptor::*field,
-                                   const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView view) {
-    if (halted_) return;
+void ExperimentRunner::stage(StageId stage, const hooks::EvalInfo& eval, std::uint32_t layer,
+                             hooks::TensorView view) {
+    if (halted_ || !wants(stage)) return;
     last_step_ = eval.step;
     const ember_execution_context execution = execution_context(eval);
-    const ember_layer_context context{sizeof(ember_layer_context), layer, &execution};
-    const Site site{stage, &eval, true, layer};
+    const bool layer_stage = hooks::is_layer_stage(stage);
+    ember_layer_context context{sizeof(ember_layer_context), layer, &execution, 0, 0, 0, 0};
+    if (layer_stage && layer < layer_contexts_.size()) {
+        context = layer_contexts_[layer];
+        context.execution = &execution;
+    }
+    const Site site{stage, &eval, layer_stage, layer};
     for (auto& entry : entries_) {
         Entry& e = *entry;
-        const ember_layer_stage_fn fn = e.library->descriptor().*field;
-        if (!fn || !e.instance || !e.enabled) continue;
+        if (!(e.stages & hooks::stage_bit(stage)) || !e.instance || !e.enabled) continue;
         ember_tensor tensor{view.data, view.rows, view.cols, EMBER_DTYPE_F32, 0};
-        call(e, site, [&](ember_error_buffer& error) { return fn(e.instance, &context, &tensor, &error); });
+        if (layer_stage) {
+            const auto fn = e.library->function<ember_layer_stage_fn>(stage);
+            call(e, site, [&](ember_error_buffer& error) { return fn(e.instance, &context, &tensor, &error); });
+        } else {
+            const auto fn = e.library->function<ember_logits_stage_fn>(stage);
+            call(e, site, [&](ember_error_buffer& error) { return fn(e.instance, &execution, &tensor, &error); });
+        }
     }
-}
-
-void ExperimentRunner::logits_stage(StageId stage, ember_logits_stage_fn ember_plugin_descriptor::*field,
-                                    const hooks::EvalInfo& eval, hooks::TensorView view) {
-    if (halted_) return;
-    last_step_ = eval.step;
-    const ember_execution_context context = execution_context(eval);
-    const Site site{stage, &eval};
-    for (auto& entry : entries_) {
-        Entry& e = *entry;
-        const ember_logits_stage_fn fn = e.library->descriptor().*field;
-        if (!fn || !e.instance || !e.enabled) continue;
-        ember_tensor tensor{view.data, view.rows, view.cols, EMBER_DTYPE_F32, 0};
-        call(e, site, [&](ember_error_buffer& error) { return fn(e.instance, &context, &tensor, &error); });
-    }
-}
-
-void ExperimentRunner::before_layer(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView hidden) {
-    layer_stage(StageId::BeforeLayer, &ember_plugin_descriptor::before_layer, eval, layer, hidden);
-}
-void ExperimentRunner::after_attention(const hooks::EvalInfo& eval, std::uint32_t layer,
-                                       hooks::TensorView attention_output) {
-    layer_stage(StageId::AfterAttention, &ember_plugin_descriptor::after_attention, eval, layer, attention_output);
-}
-void ExperimentRunner::after_mlp(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView mlp_output) {
-    layer_stage(StageId::AfterMlp, &ember_plugin_descriptor::after_mlp, eval, layer, mlp_output);
-}
-void ExperimentRunner::after_layer(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView hidden) {
-    layer_stage(StageId::AfterLayer, &ember_plugin_descriptor::after_layer, eval, layer, hidden);
-}
-void ExperimentRunner::before_logits(const hooks::EvalInfo& eval, hooks::TensorView hidden) {
-    logits_stage(StageId::BeforeLogits, &ember_plugin_descriptor::before_logits, eval, hidden);
-}
-void ExperimentRunner::after_logits(const hooks::EvalInfo& eval, hooks::TensorView logits) {
-    logits_stage(StageId::AfterLogits, &ember_plugin_descriptor::after_logits, eval, logits);
 }
 
 void ExperimentRunner::on_generation_complete(std::size_t generated_tokens, StopReason reason) {
@@ -366,6 +371,13 @@ void ExperimentRunner::log(LogLevel level, std::string_view experiment, std::str
         return;
     }
     fmt::print(stderr, "[{}] {}: {}\n", experiment, level_name(level), message);
+}
+
+std::uint64_t ExperimentRunner::host_generated_token_ids(void* host_data, const std::uint32_t** ids) noexcept {
+    const auto* e = static_cast<const Entry*>(host_data);
+    const std::vector<std::uint32_t>& generated = e->runner->generated_;
+    if (ids) *ids = generated.data();
+    return generated.size();
 }
 
 void ExperimentRunner::host_log(void* host_data, std::uint32_t level, const char* message) noexcept {

@@ -150,12 +150,13 @@ public:
     void on_model_loaded(const models::ModelConfig& model);
     void before_prefill(const hooks::EvalInfo& prefill);
 
-    void before_layer(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView hidden) override;
-    void after_attention(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView attention_output) override;
-    void after_mlp(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView mlp_output) override;
-    void after_layer(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView hidden) override;
-    void before_logits(const hooks::EvalInfo& eval, hooks::TensorView hidden) override;
-    void after_logits(const hooks::EvalInfo& eval, hooks::TensorView logits) override;
+    // Every tensor stage: each enabled experiment that implements and subscribes to it.
+    void stage(hooks::Stage stage, const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView tensor) override;
+    // Whether any enabled experiment implements and subscribes to `stage`.
+    bool wants(hooks::Stage stage) const override { return (subscribed_ & hooks::stage_bit(stage)) != 0; }
+
+    // A token the generation chose (the 1.1 host service generated_token_ids shows them).
+    void on_token(std::uint32_t token) { generated_.push_back(token); }
 
     void on_generation_complete(std::size_t generated_tokens, StopReason reason);
 
@@ -181,10 +182,7 @@ private:
     struct Site;
 
     void create_all();
-    void layer_stage(StageId stage, ember_layer_stage_fn ember_plugin_descriptor::*field, const hooks::EvalInfo& eval,
-                     std::uint32_t layer, hooks::TensorView view);
-    void logits_stage(StageId stage, ember_logits_stage_fn ember_plugin_descriptor::*field,
-                      const hooks::EvalInfo& eval, hooks::TensorView view);
+    void update_subscriptions();
     template <class Call>
     void call(Entry& entry, const Site& site, Call&& call);
     void fail(Entry& entry, const Site& site, std::string_view detail);
@@ -193,14 +191,18 @@ private:
     double elapsed_ms() const;
     void log(LogLevel level, std::string_view experiment, std::string_view message) const;
     static void host_log(void* host_data, std::uint32_t level, const char* message) noexcept;
+    static std::uint64_t host_generated_token_ids(void* host_data, const std::uint32_t** ids) noexcept;
 
     RunInfo run_;
     RunnerOptions options_;
     std::uint64_t timeout_ns_ = 0;
     std::vector<std::unique_ptr<Entry>> entries_;
     std::vector<std::string> failures_;
+    hooks::StageMask subscribed_ = 0;  // union of the enabled entries' stages
+    std::vector<std::uint32_t> generated_;
 
     ember_model_context model_context_{};
+    std::vector<ember_layer_context> layer_contexts_;  // per layer: its geometry (execution set per call)
     std::string model_name_;
     bool model_loaded_ = false;
     bool halted_ = false;

@@ -23,22 +23,7 @@ std::string bounded_string(const char* text, std::size_t limit) {
 
 }  // namespace
 
-std::string_view stage_id_name(StageId stage) {
-    switch (stage) {
-        case StageId::Create: return "create";
-        case StageId::OnModelLoaded: return "on_model_loaded";
-        case StageId::BeforePrefill: return "before_prefill";
-        case StageId::BeforeLayer: return "before_layer";
-        case StageId::AfterAttention: return "after_attention";
-        case StageId::AfterMlp: return "after_mlp";
-        case StageId::AfterLayer: return "after_layer";
-        case StageId::BeforeLogits: return "before_logits";
-        case StageId::AfterLogits: return "after_logits";
-        case StageId::OnGenerationComplete: return "on_generation_complete";
-        case StageId::OnError: return "on_error";
-    }
-    return "unknown";
-}
+std::string_view stage_id_name(StageId stage) { return hooks::stage_name(stage); }
 
 bool is_valid_plugin_name(std::string_view name) {
     if (name.empty() || name.size() > 63) return false;
@@ -111,29 +96,15 @@ std::shared_ptr<const PluginLibrary> PluginLibrary::load(const std::filesystem::
 }
 
 bool PluginLibrary::implements(StageId stage) const {
-    const ember_plugin_descriptor& d = descriptor_;
-    switch (stage) {
-        case StageId::Create: return d.create != nullptr;
-        case StageId::OnModelLoaded: return d.on_model_loaded != nullptr;
-        case StageId::BeforePrefill: return d.before_prefill != nullptr;
-        case StageId::BeforeLayer: return d.before_layer != nullptr;
-        case StageId::AfterAttention: return d.after_attention != nullptr;
-        case StageId::AfterMlp: return d.after_mlp != nullptr;
-        case StageId::AfterLayer: return d.after_layer != nullptr;
-        case StageId::BeforeLogits: return d.before_logits != nullptr;
-        case StageId::AfterLogits: return d.after_logits != nullptr;
-        case StageId::OnGenerationComplete: return d.on_generation_complete != nullptr;
-        case StageId::OnError: return d.on_error != nullptr;
-    }
-    return false;
+    // Every descriptor field is a function pointer of the same size; which type does not
+    // matter for whether it is set.
+    return function<void (*)()>(stage) != nullptr;
 }
 
 std::vector<StageId> PluginLibrary::implemented_stages() const {
     std::vector<StageId> out;
-    for (std::size_t i = 1; i < kStageCount; ++i) {
-        const auto stage = static_cast<StageId>(i);
-        if (implements(stage)) out.push_back(stage);
-    }
+    for (StageId stage : hooks::kAllStages)
+        if (stage != StageId::Create && implements(stage)) out.push_back(stage);
     return out;
 }
 

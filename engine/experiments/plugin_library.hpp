@@ -18,7 +18,9 @@
 #include <boost/dll/shared_library.hpp>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -26,24 +28,13 @@
 #include <vector>
 
 #include "ember/plugin.h"
+#include "hooks/hooks.hpp"
 
 namespace ember::experiments {
 
-// Every call the host makes into a plugin, in the order they happen in a run.
-enum class StageId : std::uint8_t {
-    Create,
-    OnModelLoaded,
-    BeforePrefill,
-    BeforeLayer,
-    AfterAttention,
-    AfterMlp,
-    AfterLayer,
-    BeforeLogits,
-    AfterLogits,
-    OnGenerationComplete,
-    OnError,
-};
-inline constexpr std::size_t kStageCount = 11;
+// Every call the host makes into a plugin: the stages of ember/stages.h.
+using StageId = hooks::Stage;
+using hooks::kStageCount;
 
 std::string_view stage_id_name(StageId stage);  // "create", "on_model_loaded", "before_layer", ...
 
@@ -65,9 +56,21 @@ public:
     // zero beyond. Function pointers in it are valid while this object lives.
     const ember_plugin_descriptor& descriptor() const { return descriptor_; }
 
+    // Whether instances may run at the same time in one process (1.1's
+    // EMBER_PLUGIN_FLAG_CONCURRENT; a 1.0 plugin never declares it).
+    bool concurrent() const { return (descriptor_.flags & EMBER_PLUGIN_FLAG_CONCURRENT) != 0; }
+
     // The stages (not create/destroy) whose function pointer is set, in firing order.
     std::vector<StageId> implemented_stages() const;
     bool implements(StageId stage) const;
+    // The function pointer of a stage (null when not implemented), as `Fn`.
+    template <class Fn>
+    Fn function(StageId stage) const {
+        Fn fn = nullptr;
+        std::memcpy(&fn, reinterpret_cast<const std::byte*>(&descriptor_) + hooks::stage_info(stage).descriptor_offset,
+                    sizeof fn);
+        return fn;
+    }
 
     PluginLibrary(const PluginLibrary&) = delete;
     PluginLibrary& operator=(const PluginLibrary&) = delete;

@@ -80,15 +80,24 @@ std::vector<ArrayPlan> plan_arrays(const Selection& s, const models::ModelConfig
     std::vector<ArrayPlan> out;
     for (hooks::Stage stage : kStages) {
         if (!s.has(stage)) continue;
-        const std::size_t cols = stage == hooks::Stage::AfterLogits ? c.n_vocab : c.n_embd;
+        // Its width is each prompt's length: the samples' rows do not stack into one array.
+        if (stage == hooks::Stage::AttentionPattern)
+            throw Error("a dataset run cannot stack attention_pattern (its width is each prompt's length): "
+                        "extract it per prompt");
         if (!is_layer_stage(stage)) {
+            const std::size_t cols = stage == hooks::Stage::AfterLogits ? c.n_vocab : c.n_embd;
             out.push_back({fmt::format("{}.npy", hooks::stage_name(stage)), ArrayPlan::Source::Stage, stage, std::nullopt,
                            "<f4", cols});
             continue;
         }
-        for (std::uint32_t l : s.layers)
+        for (std::uint32_t l : s.layers) {
+            const models::LayerConfig& L = c.layers[l];
+            const std::size_t cols = stage == hooks::Stage::HeadOutputs     ? std::size_t{L.n_head} * L.head_dim
+                                     : stage == hooks::Stage::MlpActivation ? std::size_t{L.n_ff}
+                                                                            : std::size_t{c.n_embd};
             out.push_back({fmt::format("{}.layer{}.npy", hooks::stage_name(stage), l), ArrayPlan::Source::Stage, stage, l,
                            "<f4", cols});
+        }
     }
     if (s.logits != config::LogitsDump::None)
         out.push_back({"logits.npy", ArrayPlan::Source::Logits, hooks::Stage::AfterLogits, std::nullopt, "<f4", c.n_vocab});
@@ -152,23 +161,18 @@ class PackedHooks final : public hooks::ActiveHooks {
 public:
     PackedHooks(std::vector<SampleRows*> samples, bool all_logits) : samples_(std::move(samples)), all_logits_(all_logits) {}
 
-    void before_layer(const hooks::EvalInfo& e, std::uint32_t l, hooks::TensorView v) override {
-        split(e, v, [&](Extractor& x, const hooks::EvalInfo& i, hooks::TensorView s) { x.before_layer(i, l, s); });
+    void stage(hooks::Stage stage, const hooks::EvalInfo& e, std::uint32_t l, hooks::TensorView v) override {
+        const bool logits_stage = stage == hooks::Stage::BeforeLogits || stage == hooks::Stage::AfterLogits;
+        if (logits_stage && !all_logits_) return;
+        split(e, v, [&](Extractor& x, const hooks::EvalInfo& i, hooks::TensorView s) { x.stage(stage, i, l, s); });
     }
-    void after_attention(const hooks::EvalInfo& e, std::uint32_t l, hooks::TensorView v) override {
-        split(e, v, [&](Extractor& x, const hooks::EvalInfo& i, hooks::TensorView s) { x.after_attention(i, l, s); });
-    }
-    void after_mlp(const hooks::EvalInfo& e, std::uint32_t l, hooks::TensorView v) override {
-        split(e, v, [&](Extractor& x, const hooks::EvalInfo& i, hooks::TensorView s) { x.after_mlp(i, l, s); });
-    }
-    void after_layer(const hooks::EvalInfo& e, std::uint32_t l, hooks::TensorView v) override {
-        split(e, v, [&](Extractor& x, const hooks::EvalInfo& i, hooks::TensorView s) { x.after_layer(i, l, s); });
-    }
-    void before_logits(const hooks::EvalInfo& e, hooks::TensorView v) override {
-        if (all_logits_) split(e, v, [&](Extractor& x, const hooks::EvalInfo& i, hooks::TensorView s) { x.before_logits(i, s); });
-    }
-    void after_logits(const hooks::EvalInfo& e, hooks::TensorView v) override {
-        if (all_logits_) split(e, v, [&](Extractor& x, const hooks::EvalInfo& i, hooks::TensorView s) { x.after_logits(i, s); });
+    // No attention_pattern: a packed evaluation computes none (models::attend), and a
+    // dataset run refuses the stage (plan_arrays).
+    bool wants(hooks::Stage stage) const override {
+        if (stage == hooks::Stage::AttentionPattern) return false;
+        for (const SampleRows* s : samples_)
+            if (s->extractor->wants(stage)) return true;
+        return false;
     }
 
 private:

@@ -1,8 +1,12 @@
 #include "extract/dataset_records.hpp"
 
+#include <fmt/format.h>
+
 #include <boost/json.hpp>
 
 #include <limits>
+
+#include "common/error.hpp"
 
 namespace ember::extract {
 namespace {
@@ -57,8 +61,13 @@ void DatasetRecords::append_arrays(const SampleRows& s) {
         const std::size_t rows = ex.selection().positions.size();
         switch (plan.source) {
             case ArrayPlan::Source::Stage:
-                for (const Capture* c : captures)
-                    if (c->stage == plan.stage && c->layer == plan.layer) out_.array(i).append(c->values.data(), rows);
+                for (const Capture* c : captures) {
+                    if (c->stage != plan.stage || c->layer != plan.layer) continue;
+                    if (c->values.size() != rows * plan.cols)
+                        throw Error(fmt::format("{}: {} values for {} rows of {} columns", plan.name, c->values.size(),
+                                                rows, plan.cols));
+                    out_.array(i).append(c->values.data(), rows);
+                }
                 break;
             case ArrayPlan::Source::Logits: out_.array(i).append(ex.logits()->values.data(), rows); break;
             case ArrayPlan::Source::LensIds:

@@ -36,8 +36,11 @@ json::object tensor_contract(const Selection& s) {
         {"positions", json::value_from(s.positions)},
         {"select", s.spec},
         {"partial", json::value_from(s.partial)},
-        {"rows", "one row per selected prompt position, ascending; position p is tokenizer.token_ids[p]"},
-        {"columns", "the stage's features: n_embd for layer stages and before_logits, n_vocab for after_logits"},
+        {"rows", "one row per selected prompt position, ascending; position p is tokenizer.token_ids[p] "
+                 "(attention_pattern: n_head rows per position, row i * n_head + h for head h)"},
+        {"columns", "the stage's features: n_embd for before_layer, after_attention, after_mlp, after_layer and "
+                    "before_logits, n_head * head_dim for head_outputs, n_ff for mlp_activation, the prompt's "
+                    "positions for attention_pattern, n_vocab for after_logits"},
         {"values", "float32 exactly as the engine computed them (no normalization, no rounding)"},
     };
 }
@@ -72,7 +75,7 @@ WrittenArrays write_arrays(RunDirectoryWriter& writer, const Extractor& extracto
     WrittenArrays out;
     out.tensor_contract = tensor_contract(s);
     for (const Capture* c : extractor.captures()) {
-        const FileRecord file = writer.write_npy_f32(capture_file_name(*c), c->values.data(), {c->positions.size(), c->cols});
+        const FileRecord file = writer.write_npy_f32(capture_file_name(*c), c->values.data(), {c->rows(), c->cols});
         out.tensors.push_back(tensor_entry(*c, file));
     }
     if (const Capture* c = extractor.logits()) {

@@ -37,17 +37,42 @@ void copy_rows(Capture& capture, std::size_t first_position, hooks::TensorView v
     }
 }
 
+// attention_pattern's rows [n_head * T, n_kv] (row h * T + t) at the capture's positions,
+// as [positions.size() * n_head, n_kv] (row i * n_head + h).
+void copy_pattern_rows(Capture& capture, const hooks::EvalInfo& eval, hooks::TensorView view) {
+    const std::size_t T = eval.n_tokens;
+    const std::size_t n_head = view.rows / T;
+    if (capture.values.empty()) {
+        capture.cols = view.cols;
+        capture.rows_per_position = n_head;
+        capture.values.resize(capture.positions.size() * n_head * view.cols);
+    }
+    if (capture.cols != view.cols || capture.values.size() != capture.positions.size() * n_head * view.cols) {
+        throw Error(fmt::format("extraction: attention_pattern changed shape to [{}, {}]", view.rows, view.cols));
+    }
+    for (std::size_t i = 0; i < capture.positions.size(); ++i) {
+        const std::size_t p = capture.positions[i];
+        if (p < eval.start_position || p >= eval.start_position + T) continue;
+        for (std::size_t h = 0; h < n_head; ++h) {
+            const float* row = view.data + (h * T + p - eval.start_position) * view.cols;
+            std::copy(row, row + view.cols,
+                      capture.values.begin() + static_cast<std::ptrdiff_t>((i * n_head + h) * view.cols));
+        }
+        ++capture.rows_seen;
+    }
+}
+
 std::size_t logits_stage_index(hooks::Stage s) { return s == hooks::Stage::BeforeLogits ? 0 : 1; }
 
 }  // namespace
 
 Extractor::Extractor(Selection selection) : selection_(std::move(selection)) {
-    layer_stages_.resize(4);
+    layer_stages_.resize(hooks::kStageCount);
     for (hooks::Stage stage : kStages) {
         if (!selection_.has(stage)) continue;
         if (is_layer_stage(stage)) {
             for (std::uint32_t l : selection_.layers)
-                layer_stages_[static_cast<std::size_t>(stage)].push_back(empty_capture(stage, l, selection_.positions));
+                layer_stages_[hooks::index_of(stage)].push_back(empty_capture(stage, l, selection_.positions));
         }
     }
     for (hooks::Stage stage : {hooks::Stage::BeforeLogits, hooks::Stage::AfterLogits})
@@ -78,27 +103,22 @@ void Extractor::record(hooks::Stage stage, std::optional<std::uint32_t> layer, c
     if (!selection_.has_layer(*layer)) return;
     const auto index = static_cast<std::size_t>(
         std::lower_bound(selection_.layers.begin(), selection_.layers.end(), *layer) - selection_.layers.begin());
-    if (selection_.has(stage)) copy_rows(layer_stages_[static_cast<std::size_t>(stage)][index], eval.start_position, view);
+    if (selection_.has(stage)) {
+        Capture& capture = layer_stages_[hooks::index_of(stage)][index];
+        if (stage == hooks::Stage::AttentionPattern) copy_pattern_rows(capture, eval, view);
+        else copy_rows(capture, eval.start_position, view);
+    }
     if (stage == hooks::Stage::AfterLayer && !lens_.empty()) copy_rows(lens_[index], eval.start_position, view);
 }
 
-void Extractor::before_layer(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView hidden) {
-    record(hooks::Stage::BeforeLayer, layer, eval, hidden);
+void Extractor::stage(hooks::Stage stage, const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView tensor) {
+    record(stage, layer == hooks::kNoLayer ? std::nullopt : std::optional<std::uint32_t>(layer), eval, tensor);
 }
-void Extractor::after_attention(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView attention_output) {
-    record(hooks::Stage::AfterAttention, layer, eval, attention_output);
-}
-void Extractor::after_mlp(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView mlp_output) {
-    record(hooks::Stage::AfterMlp, layer, eval, mlp_output);
-}
-void Extractor::after_layer(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView hidden) {
-    record(hooks::Stage::AfterLayer, layer, eval, hidden);
-}
-void Extractor::before_logits(const hooks::EvalInfo& eval, hooks::TensorView hidden) {
-    record(hooks::Stage::BeforeLogits, std::nullopt, eval, hidden);
-}
-void Extractor::after_logits(const hooks::EvalInfo& eval, hooks::TensorView logits) {
-    record(hooks::Stage::AfterLogits, std::nullopt, eval, logits);
+
+bool Extractor::wants(hooks::Stage stage) const {
+    if (selection_.has(stage)) return true;
+    if (stage == hooks::Stage::AfterLayer) return !lens_.empty();
+    return stage == hooks::Stage::AfterLogits && logits_.has_value();
 }
 
 std::vector<const Capture*> Extractor::captures() const {
@@ -106,7 +126,7 @@ std::vector<const Capture*> Extractor::captures() const {
     for (hooks::Stage stage : kStages) {
         if (!selection_.has(stage)) continue;
         if (is_layer_stage(stage)) {
-            for (const Capture& c : layer_stages_[static_cast<std::size_t>(stage)]) out.push_back(&c);
+            for (const Capture& c : layer_stages_[hooks::index_of(stage)]) out.push_back(&c);
         } else {
             out.push_back(&logits_stages_[logits_stage_index(stage)]);
         }

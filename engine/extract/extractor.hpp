@@ -17,13 +17,17 @@
 
 namespace ember::extract {
 
-// The rows of one (stage, layer) at the selected positions: [positions.size(), cols].
+// The rows of one (stage, layer) at the selected positions: [positions.size(), cols],
+// except attention_pattern: [positions.size() * n_head, n_tokens], row i * n_head + h
+// holding head h of the token at positions[i].
 struct Capture {
     hooks::Stage stage = hooks::Stage::AfterLayer;
     std::optional<std::uint32_t> layer;  // none for the logits stages
     std::vector<std::size_t> positions;  // ascending
     std::size_t cols = 0;
+    std::size_t rows_per_position = 1;   // attention_pattern: n_head
     std::vector<float> values;           // row-major
+    std::size_t rows() const { return positions.size() * rows_per_position; }
     std::size_t rows_seen = 0;           // rows copied so far
 };
 
@@ -33,12 +37,8 @@ public:
     // after_layer is not a selected stage (lens_sources()).
     explicit Extractor(Selection selection);
 
-    void before_layer(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView hidden) override;
-    void after_attention(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView attention_output) override;
-    void after_mlp(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView mlp_output) override;
-    void after_layer(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView hidden) override;
-    void before_logits(const hooks::EvalInfo& eval, hooks::TensorView hidden) override;
-    void after_logits(const hooks::EvalInfo& eval, hooks::TensorView logits) override;
+    void stage(hooks::Stage stage, const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView tensor) override;
+    bool wants(hooks::Stage stage) const override;
 
     // Throws ember::Error when a selected site was not seen with every selected position
     // (the prefill did not run, or was evaluated without the logits it needed).
@@ -57,7 +57,7 @@ private:
                 hooks::TensorView view);
 
     Selection selection_;
-    std::vector<std::vector<Capture>> layer_stages_;  // [stage][index in selection_.layers]
+    std::vector<std::vector<Capture>> layer_stages_;  // [stage id][index in selection_.layers]
     std::vector<Capture> logits_stages_;              // before_logits, after_logits
     std::optional<Capture> logits_;
     std::vector<Capture> lens_;

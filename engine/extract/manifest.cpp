@@ -16,18 +16,8 @@ namespace json = boost::json;
 
 json::value optional_id(const std::optional<std::uint32_t>& id) { return id ? json::value(*id) : json::value(nullptr); }
 
-// What the columns of a stage's rows are.
-std::string column_meaning(hooks::Stage stage) {
-    switch (stage) {
-        case hooks::Stage::BeforeLayer: return "residual stream entering the layer (n_embd features)";
-        case hooks::Stage::AfterAttention: return "attention block output before the residual add (n_embd features)";
-        case hooks::Stage::AfterMlp: return "MLP block output before the residual add (n_embd features)";
-        case hooks::Stage::AfterLayer: return "residual stream leaving the layer, llama.cpp's l_out-N (n_embd features)";
-        case hooks::Stage::BeforeLogits: return "hidden state after the final norm, llama.cpp's result_norm (n_embd features)";
-        case hooks::Stage::AfterLogits: return "final logits after any soft-capping, one column per token id (n_vocab)";
-    }
-    return "";
-}
+// What the columns of a stage's rows are (ember/stages.h).
+std::string column_meaning(hooks::Stage stage) { return hooks::stage_info(stage).meaning; }
 
 }  // namespace
 
@@ -151,18 +141,24 @@ std::string capture_file_name(const Capture& c) {
 }
 
 json::object tensor_entry(const Capture& c, const FileRecord& file) {
-    return {
+    json::object entry{
         {"file", file.name},
         {"stage", hooks::stage_name(c.stage)},
         {"layer", c.layer ? json::value(*c.layer) : json::value(nullptr)},
         {"phase", "prefill"},
         {"positions", json::value_from(c.positions)},
-        {"shape", {c.positions.size(), c.cols}},
+        {"shape", {c.rows(), c.cols}},
         {"dtype", "float32"},
-        {"rows", "prompt positions, in the order of 'positions'"},
-        {"columns", column_meaning(c.stage)},
+        {"rows", c.stage == hooks::Stage::AttentionPattern
+                     ? "n_head rows per prompt position: row i * n_head + h is head h of positions[i]"
+                     : "prompt positions, in the order of 'positions'"},
+        {"columns", c.stage == hooks::Stage::AttentionPattern
+                        ? "prompt positions 0 .. n_tokens - 1: the post-softmax weight of each (0 where masked)"
+                        : column_meaning(c.stage)},
         {"values_sha256", values_sha256(c.values)},
     };
+    if (c.rows_per_position != 1) entry["rows_per_position"] = c.rows_per_position;
+    return entry;
 }
 
 }  // namespace ember::extract

@@ -64,7 +64,7 @@ Selection resolve_common(const config::OutputSection& output, const models::Mode
         bool known = false;
         for (hooks::Stage stage : kStages) {
             if (hooks::stage_name(stage) != name) continue;
-            s.stages[static_cast<std::size_t>(stage)] = true;
+            s.stages[hooks::index_of(stage)] = true;
             known = true;
         }
         if (!known) throw Error(fmt::format("output.stages: unknown stage '{}'", name));

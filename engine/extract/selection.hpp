@@ -21,14 +21,12 @@
 
 namespace ember::extract {
 
-inline constexpr std::array<hooks::Stage, 6> kStages = {
-    hooks::Stage::BeforeLayer, hooks::Stage::AfterAttention, hooks::Stage::AfterMlp,
-    hooks::Stage::AfterLayer,  hooks::Stage::BeforeLogits,   hooks::Stage::AfterLogits};
-
-inline bool is_layer_stage(hooks::Stage s) { return s != hooks::Stage::BeforeLogits && s != hooks::Stage::AfterLogits; }
+// Every tensor stage can be extracted (ember/stages.h), in firing order.
+inline constexpr const auto& kStages = hooks::kTensorStages;
+using hooks::is_layer_stage;
 
 struct Selection {
-    std::array<bool, 6> stages{};        // indexed by hooks::Stage
+    std::array<bool, hooks::kStageCount> stages{};  // indexed by hooks::index_of
     std::vector<std::uint32_t> layers;   // ascending
     std::vector<std::size_t> positions;  // ascending prompt positions
     std::vector<bool> partial;           // per position: the token reaches outside the anchored bytes
@@ -37,7 +35,7 @@ struct Selection {
     config::LogitsDump logits = config::LogitsDump::None;
     std::uint32_t lens_top_k = 0;        // 0: no logit lens
 
-    bool has(hooks::Stage s) const { return stages[static_cast<std::size_t>(s)]; }
+    bool has(hooks::Stage s) const { return stages[hooks::index_of(s)]; }
     bool has_layer(std::uint32_t layer) const;
     // Whether the prefill must compute the logits (and final norm) of every position: the
     // logits dump asks for all of them, or a logits stage wants more than the last.

@@ -168,7 +168,11 @@ public:
         if (!positions || !positions->is_array() || !shape || !shape->is_array() || shape->as_array().empty()) return;
         std::string why;
         const auto rows = count(shape->as_array()[0], key + ".shape[0]", why);
-        if (rows && *rows != positions->as_array().size())
+        // attention_pattern: n_head rows per position (rows_per_position).
+        std::optional<std::uint64_t> rows_each = 1;
+        if (const json::value* per_position = entry.if_contains("rows_per_position"))
+            rows_each = count(*per_position, key + ".rows_per_position", why);
+        if (rows && rows_each && *rows != positions->as_array().size() * *rows_each)
             problem(text_of(member(entry, "file")).empty() ? std::string(kManifestName) : text_of(member(entry, "file")),
                     "has a row count different from its number of positions");
     }

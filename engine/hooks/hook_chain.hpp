@@ -25,23 +25,13 @@ public:
         return hooks_.size() == 1 ? hooks_.front() : this;
     }
 
-    void before_layer(const EvalInfo& eval, std::uint32_t layer, TensorView hidden) override {
-        for (ActiveHooks* h : hooks_) h->before_layer(eval, layer, hidden);
+    void stage(Stage stage, const EvalInfo& eval, std::uint32_t layer, TensorView tensor) override {
+        for (ActiveHooks* h : hooks_) h->stage(stage, eval, layer, tensor);
     }
-    void after_attention(const EvalInfo& eval, std::uint32_t layer, TensorView attention_output) override {
-        for (ActiveHooks* h : hooks_) h->after_attention(eval, layer, attention_output);
-    }
-    void after_mlp(const EvalInfo& eval, std::uint32_t layer, TensorView mlp_output) override {
-        for (ActiveHooks* h : hooks_) h->after_mlp(eval, layer, mlp_output);
-    }
-    void after_layer(const EvalInfo& eval, std::uint32_t layer, TensorView hidden) override {
-        for (ActiveHooks* h : hooks_) h->after_layer(eval, layer, hidden);
-    }
-    void before_logits(const EvalInfo& eval, TensorView hidden) override {
-        for (ActiveHooks* h : hooks_) h->before_logits(eval, hidden);
-    }
-    void after_logits(const EvalInfo& eval, TensorView logits) override {
-        for (ActiveHooks* h : hooks_) h->after_logits(eval, logits);
+    bool wants(Stage stage) const override {
+        for (const ActiveHooks* h : hooks_)
+            if (h->wants(stage)) return true;
+        return false;
     }
 
 private:

@@ -106,8 +106,11 @@ public:
     // and values at positions 0 .. keys.rows - 1, masked causally (and by the window).
     // q: [T, n_head * head_dim], keys/values: [n_kv, n_head_kv * head_dim] of one type,
     // out: [T, n_head * head_dim]; out must not alias q.
+    // pattern: empty (pattern.data null: nothing is materialised), or [n_head * T, n_kv]
+    // (contiguous) receiving the probabilities that weighted the values: row h * T + t,
+    // column j = key position j, exactly 0 at masked positions.
     virtual void attention(ConstRows q, ConstKvRows keys, ConstKvRows values, std::size_t first_position,
-                           const AttentionParams& params, Rows out) = 0;
+                           const AttentionParams& params, Rows out, Rows pattern) = 0;
 
     // out = silu(gate) * up                (SwiGLU)
     virtual void swiglu(ConstRows gate, ConstRows up, Rows out) = 0;

@@ -135,9 +135,10 @@ public:
         });
     }
 
+    // pattern: empty, or [n_head * T, n_kv] for the probabilities (Backend::attention).
     void attention(const OpSite& site, ConstRows q, ConstKvRows keys, ConstKvRows values, std::size_t first_position,
-                   const AttentionParams& params, Rows out) {
-        run(site, KernelId::Attention, [&] { backend_.attention(q, keys, values, first_position, params, out); },
+                   const AttentionParams& params, Rows out, Rows pattern = {}) {
+        run(site, KernelId::Attention, [&] { backend_.attention(q, keys, values, first_position, params, out, pattern); },
             [&](OpRecord& r) {
                 r.input_shape = shape(q);
                 r.input_bytes = bytes(q) + keys.bytes() + values.bytes();

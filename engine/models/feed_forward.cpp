@@ -15,8 +15,8 @@ FeedForward load_feed_forward(const TensorLoader& t, std::uint32_t layer, std::s
     return w;
 }
 
-void feed_forward(kernels::Ops& ops, std::int32_t layer, GateActivation activation, const FeedForward& w, float eps,
-                  kernels::ConstRows x, Workspace& ws, Rows out) {
+Rows feed_forward_activation(kernels::Ops& ops, std::int32_t layer, GateActivation activation, const FeedForward& w,
+                             float eps, kernels::ConstRows x, Workspace& ws) {
     const std::size_t T = x.rows;
     const std::size_t n_ff = w.gate.rows;
     Rows h = Workspace::rows(ws.normed, T, x.cols);          // [T, n_embd]
@@ -31,7 +31,7 @@ void feed_forward(kernels::Ops& ops, std::int32_t layer, GateActivation activati
     } else {
         ops.geglu({"ffn_geglu", layer, OpKind::Activation}, gate, up, hidden);
     }
-    ops.matmul({"ffn_down", layer, OpKind::Projection}, hidden, w.down, out);
+    return hidden;
 }
 
 }  // namespace ember::models

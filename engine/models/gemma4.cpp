@@ -13,15 +13,19 @@
 // Hook sites: before_layer / after_layer around each layer (after_layer = l_out, after
 // the PLE residual and the layer scale); after_attention / after_mlp on the post-normed
 // block outputs about to be added to the residual stream. The PLE inputs are computed
-// before before_layer(0), so a write there does not change them.
+// before before_layer(0), so a write there does not change them. Inside the blocks:
+// attention_pattern (only when wanted; a sliding-window layer's row is 0 outside its
+// window, a layer sharing another's KV attends over that layer's cache, the same
+// positions), head_outputs (what attn_output reads: after_attention =
+// post_norm(attn_output(head_outputs))) and mlp_activation (what ffn_down reads).
 #include "models/gemma4.hpp"
 
-#include <fmt/format.h>
 
 #include <cmath>
 #include <optional>
 #include <vector>
 
+#include "models/attention.hpp"
 #include "models/feed_forward.hpp"
 #include "models/tensor_loader.hpp"
 
@@ -79,7 +83,7 @@ Gemma4Weights load_weights(const gguf::File& file, const ModelConfig& c) {
         const LayerConfig& L = c.layers[l];
         const std::size_t q_width = std::size_t{L.n_head} * L.head_dim;
         const std::size_t kv_width = std::size_t{L.n_head_kv} * L.head_dim;
-        t.refuse_if_present(fmt::format("blk.{}.ffn_gate_inp.weight", l), "a mixture-of-experts router");
+        refuse_unsupported_tensors(t, l);
         auto name = [l](const char* n) { return TensorLoader::layer_weight(l, n); };
         Gemma4Layer layer;
         layer.attn_norm = t.vector(name("attn_norm"), E);
@@ -156,6 +160,7 @@ void Gemma4Model::forward(const Evaluation& eval, ForwardState& state, kernels::
     const hooks::EvalInfo& info = eval.info;
     const std::size_t T = eval.tokens.size();
     const std::size_t first = info.start_position;  // position of row 0
+    const std::size_t n_kv = first + T;             // cached positions visible after this evaluation
     const std::size_t E = c.n_embd;
     const std::size_t PL = c.n_embd_per_layer;
     const float eps = c.rms_eps;
@@ -173,12 +178,12 @@ void Gemma4Model::forward(const Evaluation& eval, ForwardState& state, kernels::
         const std::size_t q_width = L.n_head * D;
         const std::size_t kv_width = L.n_head_kv * D;
 
-        hooks.before_layer(info, il, tensor_view(x));
+        hooks.before_layer(info, il, x);
 
         // ---- attention block ----
         Rows h = Workspace::rows(ws.normed, T, E);                // [T, E]
         Rows q = Workspace::rows(ws.q, T, q_width);               // [T, H * D]
-        Rows attn = Workspace::rows(ws.attention, T, q_width);    // [T, H * D]
+        Rows attn = Workspace::rows(ws.attention, T, q_width);    // [T, H * D] the heads
         Rows attn_out = Workspace::rows(ws.attention_out, T, E);  // [T, E]
         ops.rms_norm({"attn_norm", layer, OpKind::Norm}, x, w.attn_norm, eps, h);
         ops.matmul({"attn_q", layer, OpKind::Projection}, h, w.attn_q, q);
@@ -209,19 +214,24 @@ void Gemma4Model::forward(const Evaluation& eval, ForwardState& state, kernels::
             ops.store_kv({"cache_k", layer, OpKind::KvStore}, k, cache_k.slice(first, T));
             ops.store_kv({"cache_v", layer, OpKind::KvStore}, v, cache_v.slice(first, T));
         }
-        attend(ops, {"kqv", layer, OpKind::Attention}, eval, q, cache_k, cache_v, attention_params(c, L), attn);
+        Rows pattern = pattern_buffer(hooks, ws, L.n_head, T, n_kv);  // empty unless wanted
+        attend(ops, {"kqv", layer, OpKind::Attention}, eval, q, cache_k, cache_v, attention_params(c, L), attn, pattern);
+        if (pattern.data) hooks.attention_pattern(info, il, pattern);
+        hooks.head_outputs(info, il, attn);
         ops.matmul({"attn_output", layer, OpKind::Projection}, attn, w.attn_output, attn_out);
         ops.rms_norm({"attn_post_norm", layer, OpKind::Norm}, attn_out, w.post_attention_norm, eps, attn_out);
 
-        hooks.after_attention(info, il, tensor_view(attn_out));
+        hooks.after_attention(info, il, attn_out);
         ops.add({"attn_out", layer, OpKind::ResidualAdd}, x, attn_out, x);
 
         // ---- MLP block: post_norm(down(gelu(gate(h)) * up(h))) ----
+        Rows activation = feed_forward_activation(ops, layer, GateActivation::Gelu, w.ffn, eps, x, ws);  // [T, n_ff]
+        hooks.mlp_activation(info, il, activation);
         Rows mlp_out = Workspace::rows(ws.mlp_out, T, E);  // [T, E]
-        feed_forward(ops, layer, GateActivation::Gelu, w.ffn, eps, x, ws, mlp_out);
+        ops.matmul({"ffn_down", layer, OpKind::Projection}, activation, w.ffn.down, mlp_out);
         ops.rms_norm({"ffn_post_norm", layer, OpKind::Norm}, mlp_out, w.post_ffw_norm, eps, mlp_out);
 
-        hooks.after_mlp(info, il, tensor_view(mlp_out));
+        hooks.after_mlp(info, il, mlp_out);
         ops.add({"pe_in", layer, OpKind::ResidualAdd}, x, mlp_out, x);
 
         // ---- per-layer embedding residual: post_norm(proj(gelu(inp_gate(x)) * inputs_l)) ----
@@ -240,7 +250,7 @@ void Gemma4Model::forward(const Evaluation& eval, ForwardState& state, kernels::
             ops.scale({"layer_output_scale", layer, OpKind::Scale}, x, *w.layer_output_scale, x);
         }
 
-        hooks.after_layer(info, il, tensor_view(x));
+        hooks.after_layer(info, il, x);
     }
 
     // ---- logits for the last row, or for every row when asked (soft-capped in lm_head) ----
@@ -248,9 +258,9 @@ void Gemma4Model::forward(const Evaluation& eval, ForwardState& state, kernels::
     Rows normed = Workspace::rows(ws.final_normed, R, E);    // [R, E]
     Rows logits = Workspace::rows(ws.logits, R, c.n_vocab);  // [R, n_vocab]
     final_norm(ops, x.slice(T - R, R), normed);
-    hooks.before_logits(info, tensor_view(normed));
+    hooks.before_logits(info, normed);
     lm_head(ops, normed, logits);
-    hooks.after_logits(info, tensor_view(logits));
+    hooks.after_logits(info, logits);
 }
 
 template void Gemma4Model::forward<hooks::DisabledHooks>(const Evaluation&, ForwardState&, kernels::Ops&,

@@ -75,13 +75,17 @@ void rope_rows(kernels::Ops& ops, const kernels::OpSite& site, const Evaluation&
 }
 
 void attend(kernels::Ops& ops, const kernels::OpSite& site, const Evaluation& eval, kernels::ConstRows q,
-            kernels::KvRows cache_k, kernels::KvRows cache_v, const kernels::AttentionParams& params, kernels::Rows out) {
+            kernels::KvRows cache_k, kernels::KvRows cache_v, const kernels::AttentionParams& params, kernels::Rows out,
+            kernels::Rows pattern) {
     if (eval.segments.empty()) {
         const std::size_t first = eval.info.start_position;
         const std::size_t n_kv = first + q.rows;  // cached positions visible after this evaluation
-        ops.attention(site, q, cache_k.slice(0, n_kv), cache_v.slice(0, n_kv), first, params, out);
+        ops.attention(site, q, cache_k.slice(0, n_kv), cache_v.slice(0, n_kv), first, params, out, pattern);
         return;
     }
+    // One pattern per sequence would not be one [n_head * T, n_kv] tensor: a packed
+    // evaluation has no attention_pattern (dataset extraction evaluates such samples alone).
+    if (pattern.data) throw Error("the attention_pattern stage needs one sequence per evaluation, not a packed one");
     for (const Segment& s : eval.segments) {
         const std::size_t n_kv = s.position + s.rows;
         ops.attention(site, q.slice(s.row_begin, s.rows), cache_k.slice(s.kv_begin, n_kv),

@@ -100,6 +100,17 @@ std::unique_ptr<Model> load_model(const gguf::File& file, std::optional<Family> 
 kernels::RopeParams rope_params(const ModelConfig& config, const LayerConfig& layer, std::span<const float> freq_factors);
 kernels::AttentionParams attention_params(const ModelConfig& config, const LayerConfig& layer);
 
+// Where a layer's attention probabilities go: [n_head * T, n_kv] in the workspace when the
+// hooks want the attention_pattern stage, else empty (nothing is materialised). With
+// DisabledHooks this is constantly empty.
+template <class Hooks>
+kernels::Rows pattern_buffer(const Hooks& hooks, Workspace& ws, std::size_t n_head, std::size_t T, std::size_t n_kv) {
+    if constexpr (Hooks::enabled) {
+        if (hooks.wants(hooks::Stage::AttentionPattern)) return ws.pattern(n_head * T, n_kv);
+    }
+    return {};
+}
+
 // The two operations that depend on which sequence a row belongs to, for a plain or a
 // packed evaluation; every family calls these instead of ops.rope / ops.attention.
 // RoPE of x's rows, each at its own position:
@@ -107,10 +118,10 @@ void rope_rows(kernels::Ops& ops, const kernels::OpSite& site, const Evaluation&
                const kernels::RopeParams& rope);
 // Attention of each query row over its own sequence's cached K/V up to its position
 // (this evaluation's rows already stored), per segment exactly as a plain evaluation of it.
+// pattern: empty, or (plain evaluations only: a packed one refuses it) [n_head * T, n_kv]
+// receiving the probabilities (Backend::attention).
 void attend(kernels::Ops& ops, const kernels::OpSite& site, const Evaluation& eval, kernels::ConstRows q,
-            kernels::KvRows cache_k, kernels::KvRows cache_v, const kernels::AttentionParams& params, kernels::Rows out);
-
-// The hook view of an activation the model owns.
-inline hooks::TensorView tensor_view(const kernels::Rows& rows) { return {rows.data, rows.rows, rows.cols}; }
+            kernels::KvRows cache_k, kernels::KvRows cache_v, const kernels::AttentionParams& params, kernels::Rows out,
+            kernels::Rows pattern = {});
 
 }  // namespace ember::models

@@ -4,14 +4,16 @@
 //
 // Hook sites as in Llama: before_layer / after_layer around each layer, after_attention
 // and after_mlp on the block outputs about to be added to the residual stream, so that
-// after_layer = before_layer + after_attention + after_mlp.
+// after_layer = before_layer + after_attention + after_mlp; inside the blocks
+// attention_pattern (only when wanted), head_outputs ([T, n_head * head_dim], which the
+// output projection reads) and mlp_activation (which ffn_down reads).
 #include "models/qwen3.hpp"
 
-#include <fmt/format.h>
 
 #include <cmath>
 #include <vector>
 
+#include "models/attention.hpp"
 #include "models/feed_forward.hpp"
 #include "models/tensor_loader.hpp"
 
@@ -22,13 +24,7 @@ using kernels::OpKind;
 using kernels::Rows;
 
 struct Qwen3Layer {
-    std::vector<float> attn_norm;       // [n_embd]
-    kernels::WeightMatrix attn_q;       // [n_head * head_dim, n_embd]
-    kernels::WeightMatrix attn_k;       // [n_head_kv * head_dim, n_embd]
-    kernels::WeightMatrix attn_v;       // [n_head_kv * head_dim, n_embd]
-    std::vector<float> attn_q_norm;     // [head_dim]
-    std::vector<float> attn_k_norm;     // [head_dim]
-    kernels::WeightMatrix attn_output;  // [n_embd, n_head * head_dim]
+    Attention attn;   // attn_norm, attn_q, attn_k, attn_v, attn_q_norm, attn_k_norm, attn_output
     FeedForward ffn;  // ffn_norm, ffn_gate, ffn_up, ffn_down
 };
 
@@ -43,23 +39,10 @@ Qwen3Weights load_weights(const gguf::File& file, const ModelConfig& c) {
     Qwen3Weights w;
     w.token_embd = t.matrix("token_embd.weight", c.n_vocab, E);
     for (std::uint32_t l = 0; l < c.n_layers; ++l) {
-        const LayerConfig& L = c.layers[l];
-        const std::size_t q_width = std::size_t{L.n_head} * L.head_dim;
-        const std::size_t kv_width = std::size_t{L.n_head_kv} * L.head_dim;
-        for (const char* unsupported : {"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias", "attn_qkv.weight",
-                                        "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias", "ffn_gate_inp.weight"}) {
-            t.refuse_if_present(fmt::format("blk.{}.{}", l, unsupported), "biases, fused QKV and experts");
-        }
-        auto name = [l](const char* n) { return TensorLoader::layer_weight(l, n); };
+        refuse_unsupported_tensors(t, l);
         Qwen3Layer layer;
-        layer.attn_norm = t.vector(name("attn_norm"), E);
-        layer.attn_q = t.matrix(name("attn_q"), q_width, E);
-        layer.attn_k = t.matrix(name("attn_k"), kv_width, E);
-        layer.attn_v = t.matrix(name("attn_v"), kv_width, E);
-        layer.attn_q_norm = t.vector(name("attn_q_norm"), L.head_dim);
-        layer.attn_k_norm = t.vector(name("attn_k_norm"), L.head_dim);
-        layer.attn_output = t.matrix(name("attn_output"), E, q_width);
-        layer.ffn = load_feed_forward(t, l, E, L.n_ff);
+        layer.attn = load_attention(t, l, c.layers[l], E, HeadNorm::QK);
+        layer.ffn = load_feed_forward(t, l, E, c.layers[l].n_ff);
         w.layers.push_back(std::move(layer));
     }
     return w;
@@ -91,6 +74,7 @@ void Qwen3Model::forward(const Evaluation& eval, ForwardState& state, kernels::O
     const hooks::EvalInfo& info = eval.info;
     const std::size_t T = eval.tokens.size();
     const std::size_t first = info.start_position;  // position of row 0
+    const std::size_t n_kv = first + T;             // cached positions visible after this evaluation
     const std::size_t E = c.n_embd;
     const float eps = c.rms_eps;
 
@@ -101,52 +85,31 @@ void Qwen3Model::forward(const Evaluation& eval, ForwardState& state, kernels::O
         const LayerConfig& L = c.layers[il];
         const Qwen3Layer& w = w_.layers[il];
         const auto layer = static_cast<std::int32_t>(il);
-        const std::size_t D = L.head_dim;
-        const std::size_t q_width = L.n_head * D;
-        const std::size_t kv_width = L.n_head_kv * D;
 
-        hooks.before_layer(info, il, tensor_view(x));
+        hooks.before_layer(info, il, x);
 
-        // ---- attention block ----
-        Rows h = Workspace::rows(ws.normed, T, E);                // [T, E]
-        Rows q = Workspace::rows(ws.q, T, q_width);               // [T, H * D]
-        Rows k = Workspace::rows(ws.k, T, kv_width);              // [T, Hkv * D]
-        Rows v = Workspace::rows(ws.v, T, kv_width);              // [T, Hkv * D]
-        Rows attn = Workspace::rows(ws.attention, T, q_width);    // [T, H * D]
+        // ---- attention block: attn_output(softmax(q k^T / sqrt(D)) v), Q and K RMS-normed per head ----
+        Rows pattern = pattern_buffer(hooks, ws, L.n_head, T, n_kv);  // empty unless wanted
+        const AttentionSite site{layer, &c, &L, {}, first};
+        Rows heads = attention_heads(ops, site, eval, w.attn, x, state.kv_cache, ws, pattern);  // [T, H * D]
+        if (pattern.data) hooks.attention_pattern(info, il, pattern);
+        hooks.head_outputs(info, il, heads);
         Rows attn_out = Workspace::rows(ws.attention_out, T, E);  // [T, E]
-        ops.rms_norm({"attn_norm", layer, OpKind::Norm}, x, w.attn_norm, eps, h);
-        ops.matmul({"attn_q", layer, OpKind::Projection}, h, w.attn_q, q);
-        ops.matmul({"attn_k", layer, OpKind::Projection}, h, w.attn_k, k);
-        ops.matmul({"attn_v", layer, OpKind::Projection}, h, w.attn_v, v);
+        ops.matmul({"attn_output", layer, OpKind::Projection}, heads, w.attn.output, attn_out);
 
-        // Each head of Q and K RMS-normed over its D values, then rotated.
-        ops.rms_norm({"attn_q_norm", layer, OpKind::Norm}, q.reshape(T * L.n_head, D), w.attn_q_norm, eps,
-                     q.reshape(T * L.n_head, D));
-        ops.rms_norm({"attn_k_norm", layer, OpKind::Norm}, k.reshape(T * L.n_head_kv, D), w.attn_k_norm, eps,
-                     k.reshape(T * L.n_head_kv, D));
-        kernels::RopeParams rope = rope_params(c, L, {});
-        rope_rows(ops, {"rope_q", layer, OpKind::Rope}, eval, q, rope);
-        rope.n_heads = L.n_head_kv;
-        rope_rows(ops, {"rope_k", layer, OpKind::Rope}, eval, k, rope);
-
-        kernels::KvRows cache_k = state.kv_cache.keys(il);    // [capacity, Hkv * D]
-        kernels::KvRows cache_v = state.kv_cache.values(il);  // [capacity, Hkv * D]
-        ops.store_kv({"cache_k", layer, OpKind::KvStore}, k, cache_k.slice(first, T));
-        ops.store_kv({"cache_v", layer, OpKind::KvStore}, v, cache_v.slice(first, T));
-        attend(ops, {"kqv", layer, OpKind::Attention}, eval, q, cache_k, cache_v, attention_params(c, L), attn);
-        ops.matmul({"attn_output", layer, OpKind::Projection}, attn, w.attn_output, attn_out);
-
-        hooks.after_attention(info, il, tensor_view(attn_out));
+        hooks.after_attention(info, il, attn_out);
         ops.add({"ffn_inp", layer, OpKind::ResidualAdd}, x, attn_out, x);
 
         // ---- MLP block: down(silu(gate(h)) * up(h)) ----
+        Rows activation = feed_forward_activation(ops, layer, GateActivation::Silu, w.ffn, eps, x, ws);  // [T, n_ff]
+        hooks.mlp_activation(info, il, activation);
         Rows mlp_out = Workspace::rows(ws.mlp_out, T, E);  // [T, E]
-        feed_forward(ops, layer, GateActivation::Silu, w.ffn, eps, x, ws, mlp_out);
+        ops.matmul({"ffn_down", layer, OpKind::Projection}, activation, w.ffn.down, mlp_out);
 
-        hooks.after_mlp(info, il, tensor_view(mlp_out));
+        hooks.after_mlp(info, il, mlp_out);
         ops.add({"l_out", layer, OpKind::ResidualAdd}, x, mlp_out, x);
 
-        hooks.after_layer(info, il, tensor_view(x));
+        hooks.after_layer(info, il, x);
     }
 
     // ---- logits for the last row, or for every row when asked ----
@@ -154,9 +117,9 @@ void Qwen3Model::forward(const Evaluation& eval, ForwardState& state, kernels::O
     Rows normed = Workspace::rows(ws.final_normed, R, E);    // [R, E]
     Rows logits = Workspace::rows(ws.logits, R, c.n_vocab);  // [R, n_vocab]
     final_norm(ops, x.slice(T - R, R), normed);
-    hooks.before_logits(info, tensor_view(normed));
+    hooks.before_logits(info, normed);
     lm_head(ops, normed, logits);
-    hooks.after_logits(info, tensor_view(logits));
+    hooks.after_logits(info, logits);
 }
 
 template void Qwen3Model::forward<hooks::DisabledHooks>(const Evaluation&, ForwardState&, kernels::Ops&,

@@ -58,6 +58,11 @@ void Workspace::reserve(const ModelConfig& config, std::size_t n_tokens, std::si
     grow(logits, max_logit_rows, config.n_vocab);
 }
 
+kernels::Rows Workspace::pattern(std::size_t rows, std::size_t cols) {
+    grow(attention_pattern, rows, cols);
+    return {attention_pattern.data(), rows, cols};
+}
+
 kernels::Rows Workspace::rows(std::vector<float>& buffer, std::size_t rows, std::size_t cols) {
     assert(rows * cols <= buffer.size());
     return {buffer.data(), rows, cols};

@@ -48,8 +48,15 @@ struct Workspace {
     std::vector<float> per_layer_gate;       // [T, n_embd_per_layer]
     std::vector<float> per_layer_out;        // [T, n_embd]
 
+    // [n_head * T, n_kv] attention probabilities, only when a stage asks for them
+    // (hooks attention_pattern): grown by pattern(), never by reserve().
+    std::vector<float> attention_pattern;
+
     std::vector<float> final_normed;  // [R, n_embd] the rows whose logits are computed
     std::vector<float> logits;        // [R, n_vocab]
+
+    // A [rows, cols] view of attention_pattern, grown to fit.
+    kernels::Rows pattern(std::size_t rows, std::size_t cols);
 
     // A [rows, cols] view of the front of `buffer` (which must be large enough).
     static kernels::Rows rows(std::vector<float>& buffer, std::size_t rows, std::size_t cols);

@@ -8,6 +8,11 @@
 //   positions = "all"          # or "last", or [0, 3]
 //   phase = "all"              # or "prefill", "decode"
 //   mode = "zero"              # or "scale" (then scale = 0.5)
+//   heads = [3]                # head_outputs only: these heads' columns (default all)
+//   neurons = [17, 301]        # mlp_activation only: these neurons (default all)
+//
+// Zeroing head h of head_outputs removes exactly that head's term from after_attention;
+// attention_pattern is read-only and refused.
 #include <ember/experiment.hpp>
 
 #include "common/selection.hpp"
@@ -21,7 +26,8 @@ using ember_plugins::Stage;
 class Ablate : public ember_plugins::StageExperiment {
 public:
     explicit Ablate(const ember::ExperimentConfig& config) : selection_(config, {}) {
-        config.expect_only({"stage", "stages", "layers", "positions", "phase", "mode", "scale"});
+        config.expect_only({"stage", "stages", "layers", "positions", "phase", "mode", "scale", "heads", "neurons"});
+        selection_.refuse_read_only("ablate");
         const std::string mode = config.get_string("mode", "zero");
         if (mode == "scale") {
             if (!config.has("scale")) throw ember::ConfigError("mode = \"scale\" needs config key 'scale'");
@@ -42,11 +48,20 @@ private:
     ember::Status act(Stage stage, const ember::ExecutionContext& ctx, std::optional<std::size_t> layer,
                         ember::TensorAccess& tensor) override {
         if (!selection_.wants(stage, ctx, layer)) return {};
-        selection_.for_each_row(ctx, tensor, [&](std::size_t row, std::size_t) {
-            for (float& v : tensor.row_mut(row)) v = zero_ ? 0.0f : v * scale_;
+        const std::size_t n_head = layer ? layer_context(ctx).n_head : 0;
+        if (stage == EMBER_STAGE_HEAD_OUTPUTS && n_head == 0) return ember::Status::error("the host gave no head count");
+        ember::Status status;
+        selection_.for_each_row(stage, ctx, tensor, [&](std::size_t row, std::size_t) {
+            auto values = tensor.row_mut(row);
+            if (status.ok())
+                status = selection_.for_each_column(stage, values.size(), n_head, [&](std::size_t c) {
+                    values[c] = zero_ ? 0.0f : values[c] * scale_;
+                });
         });
-        return {};
+        return status;
     }
+
+    const Selection& selection() const override { return selection_; }
 
     Selection selection_;
     bool zero_ = true;

@@ -12,7 +12,11 @@
 //   dir = "capture"            # a subdirectory of the run's output directory (default "capture")
 //
 // One array per (stage, layer, phase): rows are the selected positions in the order they
-// were computed (prefill: the prompt's; decode: one row per step). Files are written
+// were computed (prefill: the prompt's; decode: one row per step). attention_pattern
+// ([n_head * T, n_kv] per evaluation, its width growing with every decode step) gives one
+// array per (layer, evaluation): attention_pattern.layerL.prefill.npy and
+// attention_pattern.layerL.decode.stepS.npy, rows in (head, position) order with the
+// manifest's "heads" and "positions" naming each row; `heads = [...]` keeps only those. Files are written
 // when the generation completes (manifest "complete": true) or when the run fails
 // (whatever was captured, "complete": false); each file is written to a temporary name
 // and renamed, the manifest last. The manifest is sealed like the run's (its "files"
@@ -48,13 +52,17 @@ struct Series {
     std::optional<std::size_t> layer;
     ember::ExecutionPhase phase;
     std::size_t cols = 0;
+    std::optional<std::size_t> step;  // attention_pattern in decode: one array per step
     std::vector<std::size_t> positions;
+    std::vector<std::size_t> heads;  // attention_pattern: each row's head
     std::vector<float> values;  // [positions.size(), cols]
 
     std::string file_name() const {
         std::string name = ember_plugins::stage_name(stage);
         if (layer) name += ".layer" + std::to_string(*layer);
-        return name + "." + std::string(ember::phase_name(phase)) + ".npy";
+        name += "." + std::string(ember::phase_name(phase));
+        if (step) name += ".step" + std::to_string(*step);
+        return name + ".npy";
     }
 };
 
@@ -76,8 +84,8 @@ fs::path inside_run_directory(const std::string& dir, const fs::path& run_dir) {
 
 class Capture : public ember_plugins::StageExperiment {
 public:
-    explicit Capture(const ember::ExperimentConfig& config) : selection_(config, {Stage::AfterLayer}) {
-        config.expect_only({"stage", "stages", "layers", "positions", "phase", "dir"});
+    explicit Capture(const ember::ExperimentConfig& config) : selection_(config, {EMBER_STAGE_AFTER_LAYER}) {
+        config.expect_only({"stage", "stages", "layers", "positions", "phase", "dir", "heads"});
         const ember::RunInfo info = ember::host().run_info();
         if (info.output_dir.empty()) throw std::runtime_error("capture needs the run's output directory; the host gave none");
         dir_ = inside_run_directory(config.get_string("dir", "capture"), fs::path(std::string(info.output_dir)));
@@ -112,21 +120,27 @@ private:
     ember::Status act(Stage stage, const ember::ExecutionContext& ctx, std::optional<std::size_t> layer,
                          ember::TensorAccess& tensor) override {
         if (!selection_.wants(stage, ctx, layer)) return {};
+        const bool pattern = stage == EMBER_STAGE_ATTENTION_PATTERN;
+        const std::optional<std::size_t> step =
+            pattern && ctx.phase == ember::ExecutionPhase::Decode ? std::optional<std::size_t>(ctx.decode_step) : std::nullopt;
         const auto key = std::make_tuple(static_cast<int>(stage), layer ? static_cast<long>(*layer) : -1L,
-                                         static_cast<int>(ctx.phase));
-        auto [it, fresh] = series_.try_emplace(key, Series{stage, layer, ctx.phase, 0, {}, {}});
+                                         static_cast<int>(ctx.phase), step ? static_cast<long>(*step) : -1L);
+        auto [it, fresh] = series_.try_emplace(key, Series{stage, layer, ctx.phase, 0, step, {}, {}, {}});
         Series& s = it->second;
         if (fresh) s.cols = tensor.shape()[1];
         if (s.cols != tensor.shape()[1])
             return ember::Status::error("activation width changed from " + std::to_string(s.cols) + " to " +
                                         std::to_string(tensor.shape()[1]));
-        selection_.for_each_row(ctx, tensor, [&](std::size_t row, std::size_t position) {
+        selection_.for_each_row(stage, ctx, tensor, [&](std::size_t row, std::size_t position) {
             const auto values = tensor.row(row);
             s.values.insert(s.values.end(), values.begin(), values.end());
             s.positions.push_back(position);
+            if (pattern) s.heads.push_back(row / ctx.input_token_count);
         });
         return {};
     }
+
+    const Selection& selection() const override { return selection_; }
 
     void write(bool complete, std::string_view error) const {
         using ember_plugins::json_string;
@@ -148,7 +162,9 @@ private:
                       ", \"stage\": " + json_string(ember_plugins::stage_name(s.stage)) +
                       ", \"layer\": " + (s.layer ? std::to_string(*s.layer) : "null") +
                       ", \"phase\": " + json_string(ember::phase_name(s.phase)) +
-                      ", \"positions\": " + ember_plugins::json_int_array(s.positions) + ", \"shape\": [" +
+                      ", \"positions\": " + ember_plugins::json_int_array(s.positions) +
+                      (s.heads.empty() ? "" : ", \"heads\": " + ember_plugins::json_int_array(s.heads)) +
+                      (s.step ? ", \"step\": " + std::to_string(*s.step) : "") + ", \"shape\": [" +
                       std::to_string(rows) + ", " + std::to_string(s.cols) + "], \"dtype\": \"float32\"}";
         }
         const std::string manifest =
@@ -171,7 +187,7 @@ private:
     std::string run_id_, model_path_, model_sha256_, route_, config_hash_;
     std::vector<std::uint32_t> prompt_token_ids_;
     std::string model_;
-    std::map<std::tuple<int, long, int>, Series> series_;
+    std::map<std::tuple<int, long, int, long>, Series> series_;
 };
 
 }  // namespace

@@ -3,7 +3,8 @@
 //   [[experiment]]
 //   plugin = "build/plugins/libfinite-check.so"
 //   [experiment.config]
-//   stages = ["after_attention", "after_mlp"]   # default: all six tensor stages
+//   stages = ["after_attention", "after_mlp"]   # default: the six block stages of ABI 1.0
+//                                                # (head_outputs, mlp_activation, attention_pattern by name)
 //   layers = "all"                               # or [0, 1]
 //   phase = "all"                                # or "prefill", "decode"
 //
@@ -25,7 +26,7 @@ using ember_plugins::Stage;
 class FiniteCheck : public ember_plugins::StageExperiment {
 public:
     explicit FiniteCheck(const ember::ExperimentConfig& config)
-        : selection_(config, {ember_plugins::kAllStages.begin(), ember_plugins::kAllStages.end()}) {
+        : selection_(config, ember_plugins::block_stages()) {
         config.expect_only({"stage", "stages", "layers", "phase"});
     }
 
@@ -43,13 +44,18 @@ private:
             if (std::isfinite(values[i])) continue;
             const std::size_t row = i / cols;
             const std::size_t col = i % cols;
+            const std::size_t position = stage == EMBER_STAGE_ATTENTION_PATTERN
+                                             ? ctx.start_position + row % ctx.input_token_count
+                                             : ember::first_row_position(ctx, tensor) + row;
             const char* what = std::isnan(values[i]) ? "nan" : (values[i] > 0 ? "inf" : "-inf");
             return ember::Status::error("expected a finite activation, found " + std::string(what) + " at position " +
-                                        std::to_string(ember::first_row_position(ctx, tensor) + row) + " (row " +
+                                        std::to_string(position) + " (row " +
                                         std::to_string(row) + "), column " + std::to_string(col));
         }
         return {};
     }
+
+    const Selection& selection() const override { return selection_; }
 
     Selection selection_;
 };

@@ -14,6 +14,9 @@
 //   phase = "prefill"              # or "decode", or "all" (default)
 //   record = "patch.json"          # the record, in the run's output directory (default "patch.json")
 //
+// head_outputs and mlp_activation patch like the block stages (rows by position);
+// attention_pattern is read-only: refused when named, skipped in a source otherwise.
+//
 // At a selected site, every selected row whose position the source captured is
 // overwritten with the captured row. Layers and positions asked for by name (a list, or
 // "last") must be in the source: patch refuses a source that lacks one, naming it, before
@@ -83,8 +86,9 @@ std::string list_text(const std::set<std::size_t>& values) {
 class Patch : public ember_plugins::StageExperiment {
 public:
     explicit Patch(const ember::ExperimentConfig& config)
-        : selection_(config, {ember_plugins::kAllStages.begin(), ember_plugins::kAllStages.end()}) {
+        : selection_(config, ember_plugins::writable_stages()) {
         config.expect_only({"source", "stage", "stages", "layers", "positions", "phase", "record"});
+        selection_.refuse_read_only("patch");
         if (!config.has("source")) throw ember::ConfigError("config key 'source' (a capture directory) is required");
         read_requested(config);
         const ember::RunInfo info = ember::host().run_info();
@@ -114,6 +118,8 @@ public:
     }
 
     const char* name() const override { return "patch"; }
+    // Only the stages the source holds.
+    std::uint64_t subscribed_stages() const override { return stage_bits_; }
 
     ember::Status on_model_loaded(const ember::ModelContext& model) override { return selection_.check_layers(model); }
     ember::Status on_generation_complete(const ember::GenerationContext&) override { return write_record(true, ""); }
@@ -175,6 +181,7 @@ private:
             // The layers the source holds at the selected stages and phase, asked for or not.
             if (layer && selection_.wants_site(*stage, phase, std::nullopt)) layers_held_.insert(*layer);
             if (!selection_.wants_site(*stage, phase, layer)) continue;
+            stage_bits_ |= std::uint64_t{1} << *stage;
 
             const std::string file_name = member(a, "file", name_).as_string();
             const fs::path file = dir_ / file_name;
@@ -231,7 +238,7 @@ private:
                                         std::to_string(tensor.shape()[1]));
         std::optional<std::size_t> missing;
         std::size_t& written = rows_written_[it->first];
-        selection_.for_each_row(ctx, tensor, [&](std::size_t row, std::size_t position) {
+        selection_.for_each_row(stage, ctx, tensor, [&](std::size_t row, std::size_t position) {
             const auto found = source.row_of_position.find(position);
             if (found == source.row_of_position.end()) {
                 if (positions_named_ && !missing) missing = position;
@@ -274,7 +281,10 @@ private:
         return {};
     }
 
+    const Selection& selection() const override { return selection_; }
+
     Selection selection_;
+    std::uint64_t stage_bits_ = 0;
     fs::path dir_;
     fs::path record_path_;
     std::string name_;

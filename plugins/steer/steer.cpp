@@ -1,6 +1,8 @@
 // steer: adds coefficient * vector to a stage's activations at chosen layers, positions
 // and phases. The vector is a .npy file (float32 or float64, shape (n,) or (1, n)) whose
-// length must be the stage's width: n_embd, or n_vocab for after_logits.
+// length must be the stage's width: n_embd, n_vocab for after_logits, the layer's
+// n_head * head_dim for head_outputs, its n_ff for mlp_activation (checked at each
+// call: Gemma 4's layers differ). attention_pattern is read-only and refused.
 //
 //   [[experiment]]
 //   plugin = "build/plugins/libsteer.so"
@@ -29,6 +31,7 @@ class Steer : public ember_plugins::StageExperiment {
 public:
     explicit Steer(const ember::ExperimentConfig& config) : selection_(config, {}) {
         config.expect_only({"vector", "coefficient", "stage", "stages", "layers", "positions", "phase"});
+        selection_.refuse_read_only("steer");
         if (!config.has("vector")) throw ember::ConfigError("config key 'vector' (a .npy file) is required");
         path_ = ember::host().resolve_path(config.get_string("vector", ""));
         coefficient_ = static_cast<float>(config.get_double("coefficient", 1.0));
@@ -44,7 +47,9 @@ public:
     ember::Status on_model_loaded(const ember::ModelContext& model) override {
         if (auto s = selection_.check_layers(model); !s.ok()) return s;
         for (Stage stage : selection_.stages()) {
-            const bool logits = stage == Stage::AfterLogits;
+            const std::uint32_t shape = ember_find_stage(stage)->shape;
+            if (shape == EMBER_SHAPE_TOKENS_BY_HEADS || shape == EMBER_SHAPE_TOKENS_BY_FF) continue;  // per layer
+            const bool logits = stage == EMBER_STAGE_AFTER_LOGITS;
             const std::size_t width = logits ? model.n_vocab : model.n_embd;
             if (vector_.size() != width)
                 return ember::Status::error("steer vector '" + path_ + "' has " + std::to_string(vector_.size()) +
@@ -64,12 +69,14 @@ private:
                                         " values, but the activation has " + std::to_string(tensor.shape()[1]) +
                                         " columns");
         if (coefficient_ == 0.0f) return {};  // adding nothing: leave every bit as it is
-        selection_.for_each_row(ctx, tensor, [&](std::size_t row, std::size_t) {
+        selection_.for_each_row(stage, ctx, tensor, [&](std::size_t row, std::size_t) {
             auto values = tensor.row_mut(row);
             for (std::size_t i = 0; i < values.size(); ++i) values[i] += coefficient_ * vector_[i];
         });
         return {};
     }
+
+    const Selection& selection() const override { return selection_; }
 
     Selection selection_;
     std::string path_;

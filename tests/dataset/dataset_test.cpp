@@ -105,6 +105,48 @@ TEST_CASE("golden: a dataset's rows are each prompt's single-prompt extraction, 
     }
 }
 
+// Rung: activation-reference (the inner stages of a packed dataset evaluation are each
+// prompt's own single-prompt extraction, bit for bit, at the layer's own width).
+TEST_CASE("a dataset's head_outputs and mlp_activation rows are each prompt's, at the layer's width; attention_pattern is refused") {
+    const std::string model = "stories260K";
+    const auto file = gguf::File::open(model_file(model));
+    const models::ModelConfig config = models::load_model_config(file);
+    TempDir dir;
+    const std::vector<std::string> texts = {"كتب الطالب الدرس", "ثم كتب رسالة إلى المعلم", "الطالب يدرس في المكتبة"};
+    std::string lines;
+    for (const std::string& t : texts) lines += jsonl_line(t);
+    write_all(dir.path() / "d.jsonl", lines);
+    const std::string common = "--route reference --threads 1 --stages head_outputs,mlp_activation --layers all";
+    const CommandResult r = ember(extract_dataset(model, dir.path() / "d.jsonl", dir.path() / "ds", common + " --select all"));
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    const auto samples = read_jsonl(dir.path() / "ds" / "samples.jsonl");
+    REQUIRE(samples.size() == texts.size());
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+        CAPTURE(i);
+        write_all(dir.path() / "prompt.txt", texts[i]);
+        const fs::path single = dir.path() / fmt::format("single{}", i);
+        const CommandResult s = ember(extract_single(model, dir.path() / "prompt.txt", single, common));
+        REQUIRE_MESSAGE(s.exit_code == 0, s.output);
+        const std::size_t first = samples[i].at("first_row").to_number<std::size_t>();
+        const std::size_t count = samples[i].at("row_count").to_number<std::size_t>();
+        for (std::uint32_t l = 0; l < config.n_layers; ++l) {
+            const models::LayerConfig& L = config.layers[l];
+            for (const auto& [stage, width] : {std::pair<std::string, std::size_t>{"head_outputs", L.n_head * L.head_dim},
+                                               std::pair<std::string, std::size_t>{"mlp_activation", L.n_ff}}) {
+                const std::string name = fmt::format("{}.layer{}.npy", stage, l);
+                const npy::Array ds = npy::read(dir.path() / "ds" / name);
+                REQUIRE(ds.shape.size() == 2);
+                CHECK_MESSAGE(ds.shape[1] == width, name);
+                CHECK_MESSAGE(same_bits(rows_of(ds, first, count), npy::read(single / name).values), name);
+            }
+        }
+    }
+    const CommandResult pattern = ember(extract_dataset(model, dir.path() / "d.jsonl", dir.path() / "pattern",
+                                                        "--stages attention_pattern --layers 0 --select all"));
+    CHECK(pattern.exit_code == 1);
+    CHECK_MESSAGE(pattern.output.find("attention_pattern") != std::string::npos, pattern.output);
+}
+
 TEST_CASE("rows.jsonl and samples.jsonl say which sample, position, token and spec each row is") {
     TempDir dir;
     write_all(dir.path() / "d.jsonl",

@@ -30,6 +30,7 @@ void write_text(const std::filesystem::path& path, const std::string& text) {
 }
 
 const char* kHeaderUse = R"(#include <ember/plugin.h>
+#include <ember/stages.h>
 int use_header(void);
 int use_header(void) {
     char text[8];
@@ -55,7 +56,12 @@ static_assert(offsetof(ember_plugin_descriptor, destroy) == 48);
 static_assert(offsetof(ember_plugin_descriptor, on_model_loaded) == 56);
 static_assert(offsetof(ember_plugin_descriptor, after_logits) == 112);
 static_assert(offsetof(ember_plugin_descriptor, on_error) == 128);
-static_assert(sizeof(ember_plugin_descriptor) == 136);
+// ABI 1.0's descriptor ended at 136 bytes; 1.1 appends after it.
+static_assert(offsetof(ember_plugin_descriptor, attention_pattern) == 136);
+static_assert(sizeof(ember_plugin_descriptor) == 176);
+static_assert(offsetof(ember_execution_context, decode_step) == 40);
+static_assert(offsetof(ember_layer_context, n_head) == 16);
+static_assert(offsetof(ember_host_services, generated_token_ids) == 40);
 static_assert(sizeof(ember_tensor) == 32 && offsetof(ember_tensor, rows) == 8 && offsetof(ember_tensor, cols) == 16);
 static_assert(offsetof(ember_execution_context, start_position) == 8);
 static_assert(offsetof(ember_execution_context, input_token_count) == 16);
@@ -113,6 +119,83 @@ TEST_CASE("a plugin written outside the project builds with g++ -std=c++20 -shar
     CHECK(log.lines[1] == "checks prefill=1 decode=2 order=0 chain=0 residual=0");
 }
 
+// The 1.0 headers as they shipped, frozen in tests/experiments/abi_1_0/include.
+std::string frozen_1_0_include() { return std::string(EMBER_TEST_SOURCE_DIR) + "/abi_1_0/include"; }
+
+std::filesystem::path build_counter(const TempDir& dir, const std::string& include, const std::string& name) {
+    const auto library = dir.path() / name;
+    const auto build = run_command(std::string(EMBER_CXX_COMPILER) + " -std=c++20 -shared -fPIC -I" + include + " " +
+                                       shell_quote(std::string(EMBER_TEST_SOURCE_DIR) + "/outside/counter.cpp") +
+                                       " -o " + shell_quote(library.string()),
+                                   true);
+    REQUIRE_MESSAGE(build.exit_code == 0, build.output);
+    return library;
+}
+
+TEST_CASE("a plugin built from the frozen 1.0 headers loads on the 1.1 host and behaves as the same plugin built for 1.1") {
+    TempDir dir;
+    const auto old_build = build_counter(dir, frozen_1_0_include(), "libcounter-1.0.so");
+    const auto new_build = build_counter(dir, sdk_include(), "libcounter-1.1.so");
+    const auto old_plugin = PluginLibrary::load(old_build);
+    const auto new_plugin = PluginLibrary::load(new_build);
+    CHECK(old_plugin->abi_minor() == 0);
+    CHECK(old_plugin->declared_size() == 136);
+    CHECK(new_plugin->abi_minor() == EMBER_PLUGIN_ABI_MINOR);
+    CHECK(new_plugin->declared_size() == sizeof(ember_plugin_descriptor));
+    CHECK(old_plugin->implemented_stages() == new_plugin->implemented_stages());
+    CHECK((old_plugin->descriptor().head_outputs == nullptr && old_plugin->descriptor().subscribed_stages == nullptr));
+
+    std::vector<std::vector<std::string>> logs;
+    std::vector<std::vector<Trace>> traces;
+    for (const auto& library : {old_build, new_build}) {
+        LogLines log;
+        experiments::RunnerOptions options;
+        options.log = log.sink();
+        experiments::ExperimentRunner runner({spec(library, R"({"add_at_position_0": 0.5})")}, test_run_info(4), options);
+        traces.push_back(generate(runner, SyntheticModel{}, 4, 3));
+        logs.push_back(log.lines);
+    }
+    REQUIRE(logs[0].size() == 2);
+    CHECK(logs[0] == logs[1]);
+    CHECK(logs[0][0] == "counts 1 1 9 9 9 9 3 3 1 0");
+    // Its write (at before_layer 0) changed the computation the same way.
+    REQUIRE(traces[0].size() == traces[1].size());
+    for (std::size_t i = 0; i < traces[0].size(); ++i) CHECK(traces[0][i].logits == traces[1][i].logits);
+}
+
+TEST_CASE("a plugin may define its own phase_name(ember::ExecutionPhase): the SDK's helpers are not found by ADL") {
+    TempDir dir;
+    write_text(dir.path() / "own.cpp", R"(#include <ember/experiment.hpp>
+#include <string_view>
+std::string_view phase_name(ember::ExecutionPhase) { return "mine"; }
+std::size_t first_row_position(const ember::ExecutionContext&, const ember::TensorView&) { return 0; }
+class Own : public ember::Experiment {
+public:
+    const char* name() const override { return "own"; }
+    ember::Status before_prefill(const ember::ExecutionContext& c) override {
+        return phase_name(c.phase) == "mine" && ember::phase_name(c.phase) == "prefill" ? ember::Status{}
+                                                                                       : ember::Status::error("no");
+    }
+};
+EMBER_EXPORT_EXPERIMENT(Own)
+)");
+    const std::string flags = " -std=c++20 -Wall -Wextra -Werror -fsyntax-only -I";
+    const auto now = run_command(std::string(EMBER_CXX_COMPILER) + flags + sdk_include() + " " +
+                                     shell_quote((dir.path() / "own.cpp").string()),
+                                 true);
+    CHECK_MESSAGE(now.exit_code == 0, now.output);
+    // The 1.0 headers had the clash (the reason for the change): the check can fail.
+    write_text(dir.path() / "own_1_0.cpp", R"(#include <ember/experiment.hpp>
+#include <string_view>
+std::string_view phase_name(ember::ExecutionPhase) { return "mine"; }
+std::string_view use(ember::ExecutionPhase p) { return phase_name(p); }
+)");
+    const auto before = run_command(std::string(EMBER_CXX_COMPILER) + flags + frozen_1_0_include() + " " +
+                                        shell_quote((dir.path() / "own_1_0.cpp").string()),
+                                    true);
+    CHECK(before.exit_code != 0);
+}
+
 TEST_CASE("a plugin built against an older minor loads, the fields it did not declare read as null") {
     const auto plugin = PluginLibrary::load(test_plugin("abi-older-minor"));
     CHECK(plugin->name() == "older-minor");
@@ -150,7 +233,7 @@ TEST_CASE("refused plugins: errors name the plugin, and a wrong major is reporte
     const auto path = [](const char* name) { return test_plugin(name).string(); };
     CHECK_THROWS_WITH_AS(PluginLibrary::load(test_plugin("abi-wrong-major")),
                          ("plugin '" + path("abi-wrong-major") +
-                          "' was built for plugin ABI 2.0, but this ember implements ABI 1.0; rebuild it against this "
+                          "' was built for plugin ABI 2.0, but this ember implements ABI 1.1; rebuild it against this "
                           "ember's plugin SDK")
                              .c_str(),
                          Error);
@@ -226,9 +309,9 @@ TEST_CASE("ember plugins validate prints the descriptor without running the plug
     REQUIRE_MESSAGE(text.exit_code == 0, text.output);
     CHECK(text.output.find("name:        ablate\n") != std::string::npos);
     CHECK(text.output.find("version:     1.0.0\n") != std::string::npos);
-    CHECK(text.output.find("abi:         1.0 (descriptor 136 bytes; this ember implements 1.0)\n") != std::string::npos);
-    CHECK(text.output.find("stages:      on_model_loaded, before_layer, after_attention, after_mlp, after_layer, "
-                           "before_logits, after_logits\n") != std::string::npos);
+    CHECK(text.output.find("abi:         1.1 (descriptor 176 bytes; this ember implements 1.1)\n") != std::string::npos);
+    CHECK(text.output.find("stages:      on_model_loaded, before_layer, attention_pattern, head_outputs, after_attention, "
+                           "mlp_activation, after_mlp, after_layer, before_logits, after_logits\n") != std::string::npos);
 
     // The older-minor plugin aborts if any undeclared stage were called; validate calls none.
     const auto json = run_command(ember + " plugins validate --json " + shell_quote(test_plugin("abi-older-minor").string()));

@@ -97,15 +97,22 @@ TEST_CASE("ablate at the last layer's after_layer makes every logit 0") {
 
 TEST_CASE("ablate refuses bad configs by name") {
     const auto ablate = builtin_plugin("ablate");
+    const std::string stages = "before_layer, attention_pattern, head_outputs, after_attention, mlp_activation, after_mlp, "
+                               "after_layer, before_logits, after_logits";
     CHECK(run_with({spec(ablate, "{}")}).failure ==
-          "experiment 'ablate' failed in create: config key 'stage' is required (one of before_layer, after_attention, "
-          "after_mlp, after_layer, before_logits, after_logits)");
+          "experiment 'ablate' failed in create: config key 'stage' is required (one of " + stages + ")");
     CHECK(run_with({spec(ablate, R"({"stage": "after_mpl"})")}).failure ==
-          "experiment 'ablate' failed in create: unknown stage 'after_mpl' (one of before_layer, after_attention, "
-          "after_mlp, after_layer, before_logits, after_logits)");
+          "experiment 'ablate' failed in create: unknown stage 'after_mpl' (one of " + stages + ")");
     CHECK(run_with({spec(ablate, R"({"stage": "after_mlp", "layer": [1]})")}).failure ==
           "experiment 'ablate' failed in create: unknown config key 'layer' (known: stage, stages, layers, positions, "
-          "phase, mode, scale)");
+          "phase, mode, scale, heads, neurons)");
+    // The stages inside the blocks: a read-only stage, selectors on the wrong stage.
+    CHECK(run_with({spec(ablate, R"({"stage": "attention_pattern"})")}).failure ==
+          "experiment 'ablate' failed in create: attention_pattern is read-only: ablate cannot change it");
+    CHECK(run_with({spec(ablate, R"({"stage": "after_mlp", "heads": [0]})")}).failure ==
+          "experiment 'ablate' failed in create: config key 'heads' applies only to head_outputs or attention_pattern");
+    CHECK(run_with({spec(ablate, R"({"stage": "head_outputs", "neurons": [0]})")}).failure ==
+          "experiment 'ablate' failed in create: config key 'neurons' applies only to mlp_activation");
     CHECK(run_with({spec(ablate, R"({"stage": "after_mlp", "scale": 2})")}).failure ==
           "experiment 'ablate' failed in create: config key 'scale' applies only with mode = \"scale\"");
     CHECK(run_with({spec(ablate, R"({"stage": "after_mlp", "layers": [3]})")}).failure ==

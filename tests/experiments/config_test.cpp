@@ -292,6 +292,28 @@ plugin = "/abs/libsteer.so"
     }
 }
 
+TEST_CASE("clearing defaults: [hooks] defaults = false and --no-defaults leave the defaults file out") {
+    TempDir dir;
+    const auto defaults = write(dir.path() / "home" / "defaults.toml", "[[experiment]]\nplugin = \"libfinite-check.so\"\n");
+    const std::string own = "[[experiment]]\nplugin = \"libablate.so\"\n";
+    LoadOptions options;
+    options.defaults_file = defaults;
+    const auto with = load_run_config(write(dir.path() / "a.toml", std::string(kMinimal) + own), options);
+    REQUIRE(with.experiments.size() == 2);  // the defaults file's, then the config's
+    const auto cleared = load_run_config(
+        write(dir.path() / "b.toml", std::string(kMinimal) + "[hooks]\ndefaults = false\n" + own), options);
+    REQUIRE(cleared.experiments.size() == 1);
+    CHECK(cleared.experiments[0].plugin == dir.path() / "libablate.so");
+    CHECK(canonical_json(cleared).find(R"("defaults":false)") != std::string::npos);
+    options.no_defaults = true;
+    const auto flag = load_run_config(dir.path() / "a.toml", options);
+    REQUIRE(flag.experiments.size() == 1);
+    CHECK_FALSE(flag.hooks.defaults);
+    // A config that does not mention it keeps its hash (the key is recorded only when false).
+    CHECK(canonical_json(with).find("defaults") == std::string::npos);
+    CHECK(error_of(std::string(kMinimal) + "[hooks]\ndefaults = 1\n").find("hooks.defaults") != std::string::npos);
+}
+
 TEST_CASE("the defaults file: $EMBER_DEFAULTS, else $XDG_CONFIG_HOME, else ~/.config") {
     TempDir dir;
     const auto explicit_file = write(dir.path() / "mine.toml", "");
@@ -438,10 +460,10 @@ logit_lens = 10
 
     const std::string out = std::string(kMinimal) + "[output]\n";
     CHECK(error_of(out + "stages = \"after_layer\"\n") ==
-          "x.toml:6:10: output.stages must be an array of strings (\"before_layer\", \"after_attention\", \"after_mlp\", "
+          "x.toml:6:10: output.stages must be an array of strings (\"before_layer\", \"attention_pattern\", \"head_outputs\", \"after_attention\", \"mlp_activation\", \"after_mlp\", "
           "\"after_layer\", \"before_logits\", \"after_logits\"), not a string");
     CHECK(error_of(out + "stages = [\"after_layer\", \"after_everything\"]\n") ==
-          "x.toml:6:26: output.stages: \"after_everything\" is not one of \"before_layer\", \"after_attention\", "
+          "x.toml:6:26: output.stages: \"after_everything\" is not one of \"before_layer\", \"attention_pattern\", \"head_outputs\", \"after_attention\", \"mlp_activation\", "
           "\"after_mlp\", \"after_layer\", \"before_logits\", \"after_logits\"");
     CHECK(error_of(out + "stages = [\"after_mlp\", \"after_mlp\"]\n") == "x.toml:6:24: output.stages: \"after_mlp\" is given twice");
     CHECK(error_of(out + "layers = \"some\"\n") == "x.toml:6:10: output.layers = \"some\" is not one of \"all\" or an array of integers");

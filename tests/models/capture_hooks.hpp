@@ -39,29 +39,40 @@ public:
     std::vector<float> max_abs_logit;  // over the after_logits rows
     std::size_t layer_calls = 0;       // tensor-bearing layer stage calls, all evaluations
 
-    void before_layer(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView t) override {
-        if (layer == 0) evaluations.push_back(eval);
-        keep(eval, prefill.before_layer[layer], t);
-        ++layer_calls;
+    void stage(hooks::Stage stage, const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView t) override {
+        switch (stage) {
+            case hooks::Stage::BeforeLayer:
+                if (layer == 0) evaluations.push_back(eval);
+                keep(eval, prefill.before_layer[layer], t);
+                ++layer_calls;
+                break;
+            case hooks::Stage::AfterAttention:
+                keep(eval, prefill.after_attention[layer], t);
+                ++layer_calls;
+                break;
+            case hooks::Stage::AfterMlp:
+                keep(eval, prefill.after_mlp[layer], t);
+                ++layer_calls;
+                break;
+            case hooks::Stage::AfterLayer:
+                keep(eval, prefill.after_layer[layer], t);
+                ++layer_calls;
+                break;
+            case hooks::Stage::BeforeLogits: keep(eval, prefill.before_logits, t); break;
+            case hooks::Stage::AfterLogits: {
+                keep(eval, prefill.after_logits, t);
+                float m = 0;
+                for (std::size_t i = 0; i < t.rows * t.cols; ++i) m = std::max(m, std::abs(t.data[i]));
+                max_abs_logit.push_back(m);
+                break;
+            }
+            default: break;  // the stages inside the blocks are not captured here
+        }
     }
-    void after_attention(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView t) override {
-        keep(eval, prefill.after_attention[layer], t);
-        ++layer_calls;
-    }
-    void after_mlp(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView t) override {
-        keep(eval, prefill.after_mlp[layer], t);
-        ++layer_calls;
-    }
-    void after_layer(const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView t) override {
-        keep(eval, prefill.after_layer[layer], t);
-        ++layer_calls;
-    }
-    void before_logits(const hooks::EvalInfo& eval, hooks::TensorView t) override { keep(eval, prefill.before_logits, t); }
-    void after_logits(const hooks::EvalInfo& eval, hooks::TensorView t) override {
-        keep(eval, prefill.after_logits, t);
-        float m = 0;
-        for (std::size_t i = 0; i < t.rows * t.cols; ++i) m = std::max(m, std::abs(t.data[i]));
-        max_abs_logit.push_back(m);
+    // Only the six block stages: no attention pattern is materialised for it.
+    bool wants(hooks::Stage stage) const override {
+        return stage != hooks::Stage::AttentionPattern && stage != hooks::Stage::HeadOutputs &&
+               stage != hooks::Stage::MlpActivation;
     }
 
 private:

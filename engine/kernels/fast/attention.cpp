@@ -35,7 +35,7 @@ std::size_t attention_workspace_bytes(int threads, const AttentionShape& shape, 
 
 void attention(const KernelSet& k, ThreadPool& pool, const float* q, std::size_t q_stride, std::size_t n_tokens,
                const KvCacheView& kv, std::size_t first_position, const AttentionShape& shape, float* out,
-               std::size_t out_stride, std::span<std::byte> workspace) {
+               std::size_t out_stride, std::span<std::byte> workspace, float* pattern) {
     check_shape(shape);
     const std::size_t D = shape.head_dim;
     const std::size_t G = group_size(shape);
@@ -90,6 +90,12 @@ void attention(const KernelSet& k, ThreadPool& pool, const float* q, std::size_t
             float* row = scores + h * n_row;
             for (std::size_t j = 0; j < begin - row_start; ++j) row[j] = -__builtin_inff();
             k.softmax_row(row, n_row, shape.scale);
+            if (pattern) {
+                // [n_head * n_tokens, max_positions]: zeros, then the visible positions.
+                float* out_row = pattern + ((g * G + h) * n_tokens + t) * max_positions;
+                for (std::size_t j = 0; j < max_positions; ++j) out_row[j] = 0.0f;
+                for (std::size_t j = begin; j <= position; ++j) out_row[j] = row[j - row_start];
+            }
         }
         WeightedSumTask sum_task{scores, n_row, G, n_row, kv.values + row_start * kv.row_bytes + head_offset,
                                  kv.row_bytes, D, out + t * out_stride + g * G * D, D};

@@ -46,9 +46,13 @@ std::size_t attention_workspace_bytes(int threads, const AttentionShape& shape, 
 
 // q: [n_tokens, n_head * head_dim] (row stride q_stride floats); out: the same shape
 // (row stride out_stride); the cache must hold positions up to first_position + n_tokens - 1.
+// pattern: null, or [n_head * n_tokens, first_position + n_tokens] (contiguous) receiving
+// the softmax probabilities: row h * n_tokens + t, column j = position j, 0 where masked
+// (the F32 probabilities, before an F16 cache's rounding of them). Copying them out is
+// the only extra work, and only when asked.
 // ember::Error for inconsistent shapes or a workspace that is too small.
 void attention(const KernelSet& kernels, ThreadPool& pool, const float* q, std::size_t q_stride, std::size_t n_tokens,
                const KvCacheView& kv, std::size_t first_position, const AttentionShape& shape, float* out,
-               std::size_t out_stride, std::span<std::byte> workspace);
+               std::size_t out_stride, std::span<std::byte> workspace, float* pattern = nullptr);
 
 }  // namespace ember::kernels::fast

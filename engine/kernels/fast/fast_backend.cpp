@@ -90,7 +90,7 @@ public:
     }
 
     void attention(ConstRows q, ConstKvRows keys, ConstKvRows values, std::size_t first_position, const AttentionParams& params,
-                   Rows out) override {
+                   Rows out, Rows pattern) override {
         if (keys.row_bytes != values.row_bytes || keys.type != values.type) {
             throw Error("attention: keys and values with different row strides or types");
         }
@@ -98,7 +98,7 @@ public:
         grow(attention_scratch_, attention_workspace_bytes(pool_.threads(), shape, keys.rows));
         const KvCacheView kv{keys.type, keys.data, values.data, keys.row_bytes, keys.rows};
         fast::attention(k_, pool_, q.data, q.stride, q.rows, kv, first_position, shape, out.data, out.stride,
-                        attention_scratch_.span());
+                        attention_scratch_.span(), pattern.data);
     }
 
     void swiglu(ConstRows gate, ConstRows up, Rows out) override {

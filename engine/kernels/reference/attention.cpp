@@ -62,14 +62,17 @@ void store_kv(ConstRows x, KvRows dst) {
 //   s_j = scale * q.k_j for visible j (masked keys contribute exactly 0 and are skipped)
 //   p_j = exp(s_j - max s) / sum_j exp(s_j - max s)     (sum in double)
 //   out = sum_j p_j v_j                                 (sum in double)
+// pattern (when asked): row h * T + t holds p_j at column j, 0 at masked positions.
 void attention(ConstRows q, ConstKvRows keys, ConstKvRows values, std::size_t first_position,
-               const AttentionParams& params, std::span<float> scores, std::span<double> sums, Rows out) {
+               const AttentionParams& params, std::span<float> scores, std::span<double> sums, Rows out,
+               Rows pattern) {
     const std::size_t D = params.head_dim;
     const std::size_t n_kv = keys.rows;
     assert(q.cols == params.n_head * D && out.cols == q.cols && out.rows == q.rows);
     assert(keys.cols == params.n_head_kv * D && values.cols == keys.cols && values.rows == n_kv && values.type == keys.type);
     assert(first_position + q.rows <= n_kv);
     assert(scores.size() >= params.n_head * n_kv && sums.size() >= params.n_head * D);
+    assert(!pattern.data || (pattern.rows == params.n_head * q.rows && pattern.cols == n_kv && pattern.contiguous()));
     const std::size_t group = params.n_head / params.n_head_kv;
 
     tbb::parallel_for(std::size_t{0}, params.n_head, [&](std::size_t h) {
@@ -94,9 +97,12 @@ void attention(ConstRows q, ConstKvRows keys, ConstKvRows values, std::size_t fi
             }
             const auto inverse_total = static_cast<float>(1.0 / total);
 
+            float* pattern_row = pattern.data ? pattern.row(h * q.rows + t) : nullptr;
+            if (pattern_row) std::fill(pattern_row, pattern_row + n_kv, 0.0f);
             std::fill(acc, acc + D, 0.0);
             for (std::size_t j = begin; j < end; ++j) {
                 const float p = s[j] * inverse_total;
+                if (pattern_row) pattern_row[j] = p;
                 for (std::size_t d = 0; d < D; ++d) {
                     acc[d] += static_cast<double>(p) * cached_value(values.type, values.row(j), kv_head * D + d);
                 }

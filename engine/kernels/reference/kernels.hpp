@@ -29,8 +29,10 @@ void store_kv(ConstRows x, KvRows dst);
 
 // scores: at least n_head * keys.rows floats; sums: at least n_head * head_dim doubles.
 // Cached F16 values are used as they are stored (exactly, widened to F32).
+// pattern: empty, or [n_head * T, keys.rows] for the probabilities (Backend::attention).
 void attention(ConstRows q, ConstKvRows keys, ConstKvRows values, std::size_t first_position,
-               const AttentionParams& params, std::span<float> scores, std::span<double> sums, Rows out);
+               const AttentionParams& params, std::span<float> scores, std::span<double> sums, Rows out,
+               Rows pattern = {});
 
 // llama.cpp's tanh-approximation GELU through its F16 table (model-math §3.5).
 float gelu_f16_table(float x);

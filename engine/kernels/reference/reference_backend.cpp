@@ -53,11 +53,11 @@ public:
     }
     void store_kv(ConstRows x, KvRows dst) override { reference::store_kv(x, dst); }
     void attention(ConstRows q, ConstKvRows keys, ConstKvRows values, std::size_t first_position,
-                   const AttentionParams& params, Rows out) override {
+                   const AttentionParams& params, Rows out, Rows pattern) override {
         // Scratch grows only if the caller did not reserve enough.
         grow(scores_, params.n_head * keys.rows);
         grow(sums_, params.n_head * params.head_dim);
-        reference::attention(q, keys, values, first_position, params, scores_, sums_, out);
+        reference::attention(q, keys, values, first_position, params, scores_, sums_, out, pattern);
     }
     void swiglu(ConstRows gate, ConstRows up, Rows out) override { reference::swiglu(gate, up, out); }
     void geglu(ConstRows gate, ConstRows up, Rows out) override { reference::geglu(gate, up, out); }

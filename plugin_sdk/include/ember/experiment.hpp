@@ -28,6 +28,7 @@
 
 #include "ember/experiment_config.hpp"
 #include "ember/plugin.h"
+#include "ember/stages.h"
 
 namespace ember {
 
@@ -64,30 +65,49 @@ enum class ExecutionPhase { Prefill, Decode };
 enum class TracingState { Disabled, Enabled };
 enum class StopReason { MaxTokens, EndOfGeneration, ContextFull, Error };
 
-inline std::string_view phase_name(ExecutionPhase phase) {
-    return phase == ExecutionPhase::Prefill ? "prefill" : "decode";
-}
+// The SDK's free helpers are function objects, not functions: argument-dependent lookup
+// never finds them, so a plugin's own phase_name(ember::ExecutionPhase) (or any other
+// name) never clashes with them. Call them qualified: ember::phase_name(phase).
+namespace detail {
+struct PhaseName {
+    std::string_view operator()(ExecutionPhase phase) const { return phase == ExecutionPhase::Prefill ? "prefill" : "decode"; }
+};
+}  // namespace detail
+inline constexpr detail::PhaseName phase_name{};
 
-// A view of a contiguous F32 [rows, columns] activation the engine owns. Valid only
-// during the stage call; writes change the computation (no copy is made).
-class TensorAccess {
+// A read-only view of a contiguous F32 [rows, columns] activation (row stride = columns,
+// always: tensor views carry no stride). Valid only during the stage call. The
+// attention_pattern stage hands one of these: it is a copy, and has no values_mut().
+class TensorView {
 public:
-    TensorAccess(float* data, std::size_t rows, std::size_t columns) : data_(data), shape_{rows, columns} {}
+    TensorView(const float* data, std::size_t rows, std::size_t columns) : data_(data), shape_{rows, columns} {}
 
     const std::array<std::size_t, 2>& shape() const { return shape_; }  // {rows, columns}
     TensorDType dtype() const { return TensorDType::F32; }
     std::span<const float> values() const { return {data_, shape_[0] * shape_[1]}; }
-    std::span<float> values_mut() { return {data_, shape_[0] * shape_[1]}; }
+    // One row, for convenience.
+    std::span<const float> row(std::size_t r) const { return {data_ + r * shape_[1], shape_[1]}; }
+    const float* data() const { return data_; }
+
+protected:
+    const float* data_;
+    std::array<std::size_t, 2> shape_;
+};
+
+// A view of a contiguous F32 [rows, columns] activation the engine owns. Valid only
+// during the stage call; writes change the computation (no copy is made).
+class TensorAccess : public TensorView {
+public:
+    TensorAccess(float* data, std::size_t rows, std::size_t columns) : TensorView(data, rows, columns), mutable_(data) {}
+
+    std::span<float> values_mut() { return {mutable_, shape_[0] * shape_[1]}; }
     void zero() {
         for (float& v : values_mut()) v = 0.0f;
     }
-    // One row (one token position), for convenience.
-    std::span<const float> row(std::size_t r) const { return {data_ + r * shape_[1], shape_[1]}; }
-    std::span<float> row_mut(std::size_t r) { return {data_ + r * shape_[1], shape_[1]}; }
+    std::span<float> row_mut(std::size_t r) { return {mutable_ + r * shape_[1], shape_[1]}; }
 
 private:
-    float* data_;
-    std::array<std::size_t, 2> shape_;
+    float* mutable_;
 };
 
 struct ModelContext {
@@ -104,6 +124,7 @@ struct ExecutionContext {
     std::size_t input_token_count;  // tokens in this evaluation
     TracingState tracing;
     const ModelContext& model;
+    std::size_t decode_step = 0;  // 0 for the prefill, then 1, 2, ... (0 on a 1.0 host)
 
     std::size_t sequence_length() const { return start_position + input_token_count; }
     // The position of the one token this evaluation holds (decode); empty otherwise.
@@ -115,6 +136,11 @@ struct ExecutionContext {
 
 struct LayerContext : ExecutionContext {
     std::size_t layer_index;
+    // 1.1: the layer's geometry (0 on a 1.0 host).
+    std::size_t n_head = 0;
+    std::size_t head_dim = 0;
+    std::size_t n_head_kv = 0;
+    std::size_t n_ff = 0;
 };
 
 struct GenerationContext {
@@ -128,9 +154,15 @@ struct GenerationContext {
 
 // The token position of row 0 of a stage's tensor: the evaluation's first position for
 // layer stages, the first of the last `rows` positions for before_logits / after_logits.
-inline std::size_t first_row_position(const ExecutionContext& ctx, const TensorAccess& tensor) {
-    return ctx.sequence_length() - tensor.shape()[0];
-}
+// (Not for attention_pattern, whose rows are head-major: row h * T + t.)
+namespace detail {
+struct FirstRowPosition {
+    std::size_t operator()(const ExecutionContext& ctx, const TensorView& tensor) const {
+        return ctx.sequence_length() - tensor.shape()[0];
+    }
+};
+}  // namespace detail
+inline constexpr detail::FirstRowPosition first_row_position{};
 
 enum class LogLevel { Debug, Info, Warning, Error };
 
@@ -186,6 +218,17 @@ public:
         return info;
     }
 
+    // 1.1: the ids generated so far (the prompt excluded), valid during the current call.
+    // Empty on a 1.0 host.
+    std::span<const std::uint32_t> generated_token_ids() const {
+        if (!services_ || !EMBER_HAS_FIELD(services_, ember_host_services, generated_token_ids) ||
+            !services_->generated_token_ids)
+            return {};
+        const std::uint32_t* ids = nullptr;
+        const std::uint64_t n = services_->generated_token_ids(services_->host_data, &ids);
+        return {ids, ids ? static_cast<std::size_t>(n) : 0};
+    }
+
     // A path from this experiment's config, made absolute against the directory of the
     // TOML file that configured it (unchanged when already absolute).
     std::string resolve_path(std::string_view path) const {
@@ -219,13 +262,25 @@ public:
     virtual Status on_model_loaded(const ModelContext&) { return {}; }
     virtual Status before_prefill(const ExecutionContext&) { return {}; }
     virtual Status before_layer(const LayerContext&, TensorAccess& /*hidden*/) { return {}; }
+    // 1.1: [n_head * T, n_kv] post-softmax probabilities, row h * T + t; read-only.
+    virtual Status attention_pattern(const LayerContext&, const TensorView& /*pattern*/) { return {}; }
+    // 1.1: [T, n_head * head_dim] per-head attention outputs, head h in columns [h * D, (h + 1) * D).
+    virtual Status head_outputs(const LayerContext&, TensorAccess& /*heads*/) { return {}; }
     virtual Status after_attention(const LayerContext&, TensorAccess& /*attention_output*/) { return {}; }
+    // 1.1: [T, n_ff] the gated activation entering the down projection.
+    virtual Status mlp_activation(const LayerContext&, TensorAccess& /*activation*/) { return {}; }
     virtual Status after_mlp(const LayerContext&, TensorAccess& /*mlp_output*/) { return {}; }
     virtual Status after_layer(const LayerContext&, TensorAccess& /*hidden*/) { return {}; }
     virtual Status before_logits(const ExecutionContext&, TensorAccess& /*hidden*/) { return {}; }
     virtual Status after_logits(const ExecutionContext&, TensorAccess& /*logits*/) { return {}; }
     virtual Status on_generation_complete(const GenerationContext&) { return {}; }
     virtual Status on_error(const GenerationContext&, std::string_view /*message*/) { return {}; }
+
+    // 1.1: the stages this instance wants, as bits 1 << EMBER_STAGE_* (ember/stages.h),
+    // asked once after on_model_loaded. Overriding it lets a class that implements many
+    // stages be called only at the ones its configuration selects; a stage nobody wants
+    // costs nothing (the attention pattern is not even computed).
+    virtual std::uint64_t subscribed_stages() const { return ~std::uint64_t{0}; }
 };
 
 }  // namespace ember

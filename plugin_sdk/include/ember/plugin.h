@@ -1,4 +1,4 @@
-/* The Ember plugin ABI, version 1.0.
+/* The Ember plugin ABI, version 1.1 (1.0 plus the fields marked 1.1).
  *
  * An experiment is a shared object that exports exactly one C function,
  *
@@ -23,6 +23,7 @@
  * - Strings are UTF-8 and NUL-terminated. Those in the descriptor are static; those the
  *   host passes are valid for the stated lifetime, and a plugin copies what it keeps.
  * - Calls for one instance come from one thread, in order, never concurrently.
+ * - ember/stages.h lists the stages (names, tensor shapes, writability) in one table.
  */
 #ifndef EMBER_PLUGIN_H
 #define EMBER_PLUGIN_H
@@ -37,7 +38,7 @@ extern "C" {
 /* "EMBR" as it reads in memory on a little-endian machine. */
 #define EMBER_PLUGIN_MAGIC 0x52424D45u
 #define EMBER_PLUGIN_ABI_MAJOR 1u
-#define EMBER_PLUGIN_ABI_MINOR 0u
+#define EMBER_PLUGIN_ABI_MINOR 1u
 #define EMBER_PLUGIN_ENTRY_SYMBOL "ember_plugin_entry"
 /* The host's error buffer holds this many bytes, the terminating NUL included. */
 #define EMBER_ERROR_CAPACITY 1024u
@@ -70,6 +71,10 @@ enum {
     EMBER_STOP_CONTEXT_FULL = 2,      /* the context window is full */
     EMBER_STOP_ERROR = 3              /* the run failed (on_error) */
 };
+/* 1.1 descriptor flags. */
+enum {
+    EMBER_PLUGIN_FLAG_CONCURRENT = 1u /* instances may run at the same time in one process (sweep --jobs) */
+};
 enum { EMBER_LOG_DEBUG = 0, EMBER_LOG_INFO = 1, EMBER_LOG_WARNING = 2, EMBER_LOG_ERROR = 3 };
 
 /* Where a failing call writes its message. Owned by the host, cleared before each call. */
@@ -78,11 +83,15 @@ typedef struct ember_error_buffer {
     size_t capacity; /* EMBER_ERROR_CAPACITY */
 } ember_error_buffer;
 
-/* A contiguous F32 [rows, cols] activation owned by the engine (row stride = cols). Valid
- * only during the call; writes through `data` change the computation. This layout is
- * fixed for ABI major 1. For every tensor stage, row r holds the token at position
+/* A contiguous F32 [rows, cols] activation owned by the engine. Valid only during the
+ * call. Rows are always contiguous: the row stride is `cols` for every stage, and this
+ * layout is fixed for ABI major 1 (a strided view would need a new struct, not a field).
+ * Writes through `data` change the computation, except for the stages ember/stages.h
+ * marks EMBER_ACCESS_READ_ONLY (attention_pattern), which must not be written. For the
+ * stages shaped [T, ...] and [R, ...], row r holds the token at position
  * (start_position + input_token_count - rows + r): the evaluation's positions for layer
- * stages, the last `rows` positions for before_logits / after_logits. */
+ * stages, the last `rows` positions for before_logits / after_logits. attention_pattern
+ * is [n_head * T, n_kv]: row h * T + t is head h of token t, column j is KV position j. */
 typedef struct ember_tensor {
     float* data;
     uint64_t rows;
@@ -111,6 +120,8 @@ typedef struct ember_execution_context {
     uint32_t tracing;           /* EMBER_TRACING_* */
     uint32_t reserved0;
     const ember_model_context* model;
+    /* 1.1 */
+    uint64_t decode_step; /* 0 for the prefill, then 1, 2, ... for each decode evaluation */
 } ember_execution_context;
 
 /* A layer stage's context: the evaluation plus the zero-based layer index. */
@@ -118,6 +129,11 @@ typedef struct ember_layer_context {
     uint32_t struct_size;
     uint32_t layer_index;
     const ember_execution_context* execution;
+    /* 1.1: the layer's geometry (Gemma 4's layers differ from each other). */
+    uint32_t n_head;    /* query heads */
+    uint32_t head_dim;  /* D: head h of head_outputs is columns [h * D, (h + 1) * D) */
+    uint32_t n_head_kv; /* KV heads (query head h reads KV head h / (n_head / n_head_kv)) */
+    uint32_t n_ff;      /* columns of mlp_activation */
 } ember_layer_context;
 
 /* The end of a generation (on_generation_complete) or of a failed run (on_error). */
@@ -155,6 +171,10 @@ typedef struct ember_host_services {
     void* host_data; /* pass back to the functions below */
     void (*log)(void* host_data, uint32_t level, const char* message);
     const ember_run_info* run_info;
+    /* 1.1. Each may be null (an older host): check EMBER_HAS_FIELD and the pointer. */
+    /* The ids generated so far (the prompt excluded): stores a pointer valid until the
+     * call returns and returns their count. */
+    uint64_t (*generated_token_ids)(void* host_data, const uint32_t** ids);
 } ember_host_services;
 
 /* The first member of the descriptor. Never changes, whatever the major version. */
@@ -199,6 +219,19 @@ typedef struct ember_plugin_descriptor {
     /* Told once when the run fails, before anything else ends. `message` is the run's error. */
     ember_status (*on_error)(void* instance, const ember_generation_context* context, const char* message,
                              ember_error_buffer* error);
+
+    /* 1.1: the stages inside the blocks (ember/stages.h), each null when not implemented. */
+    ember_layer_stage_fn attention_pattern; /* post-softmax probabilities, [n_head * T, n_kv]; READ-ONLY */
+    ember_layer_stage_fn head_outputs;      /* per-head attention output before the output projection,
+                                               [T, n_head * head_dim]; writable */
+    ember_layer_stage_fn mlp_activation;    /* the gated activation entering the down projection,
+                                               [T, n_ff]; writable */
+    uint32_t flags;                         /* EMBER_PLUGIN_FLAG_* */
+    uint32_t reserved1;
+    /* Which stages this instance wants, as bits (1 << EMBER_STAGE_*), asked once after
+     * on_model_loaded. Null: every stage it implements. A stage no instance wants costs
+     * nothing (no attention pattern is materialised). */
+    uint64_t (*subscribed_stages)(void* instance);
 } ember_plugin_descriptor;
 
 typedef const ember_plugin_descriptor* (*ember_plugin_entry_fn)(void);
@@ -250,20 +283,25 @@ EMBER_STATIC_ASSERT(sizeof(ember_tensor) == 32, "ember_tensor layout");
 EMBER_STATIC_ASSERT(offsetof(ember_tensor, dtype) == 24, "ember_tensor layout");
 EMBER_STATIC_ASSERT(sizeof(ember_model_context) == 32, "ember_model_context layout");
 EMBER_STATIC_ASSERT(offsetof(ember_model_context, n_vocab) == 24, "ember_model_context layout");
-EMBER_STATIC_ASSERT(sizeof(ember_execution_context) == 40, "ember_execution_context layout");
+EMBER_STATIC_ASSERT(sizeof(ember_execution_context) == 48, "ember_execution_context layout");
+EMBER_STATIC_ASSERT(offsetof(ember_execution_context, decode_step) == 40, "ember_execution_context layout");
 EMBER_STATIC_ASSERT(offsetof(ember_execution_context, model) == 32, "ember_execution_context layout");
-EMBER_STATIC_ASSERT(sizeof(ember_layer_context) == 16, "ember_layer_context layout");
+EMBER_STATIC_ASSERT(sizeof(ember_layer_context) == 32, "ember_layer_context layout");
+EMBER_STATIC_ASSERT(offsetof(ember_layer_context, n_head) == 16, "ember_layer_context layout");
 EMBER_STATIC_ASSERT(sizeof(ember_generation_context) == 48, "ember_generation_context layout");
 EMBER_STATIC_ASSERT(offsetof(ember_generation_context, model) == 40, "ember_generation_context layout");
 EMBER_STATIC_ASSERT(sizeof(ember_run_info) == 80, "ember_run_info layout");
 EMBER_STATIC_ASSERT(offsetof(ember_run_info, prompt_token_count) == 72, "ember_run_info layout");
-EMBER_STATIC_ASSERT(sizeof(ember_host_services) == 40, "ember_host_services layout");
+EMBER_STATIC_ASSERT(sizeof(ember_host_services) == 48, "ember_host_services layout");
+EMBER_STATIC_ASSERT(offsetof(ember_host_services, generated_token_ids) == 40, "ember_host_services layout");
 EMBER_STATIC_ASSERT(offsetof(ember_host_services, run_info) == 32, "ember_host_services layout");
 EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, name) == 16, "ember_plugin_descriptor layout");
 EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, create) == 40, "ember_plugin_descriptor layout");
 EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, before_layer) == 72, "ember_plugin_descriptor layout");
 EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, on_error) == 128, "ember_plugin_descriptor layout");
-EMBER_STATIC_ASSERT(sizeof(ember_plugin_descriptor) == 136, "ember_plugin_descriptor layout");
+EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, attention_pattern) == 136, "ember_plugin_descriptor layout");
+EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, flags) == 160, "ember_plugin_descriptor layout");
+EMBER_STATIC_ASSERT(sizeof(ember_plugin_descriptor) == 176, "ember_plugin_descriptor layout");
 #undef EMBER_STATIC_ASSERT
 #endif
 

@@ -8,7 +8,8 @@
 //   converts the C context to its C++ form, calls the class, and turns a failed Status or
 //   any exception into EMBER_FAILED with the message in the host's error buffer.
 // - make_descriptor<T>: a constant descriptor whose stage pointers are null for every
-//   stage T does not override (decided at compile time).
+//   stage T does not override (decided at compile time); EMBER_PLUGIN_FLAG_CONCURRENT set
+//   when T declares `static constexpr bool concurrent = true;`.
 #pragma once
 
 #include <array>
@@ -164,7 +165,10 @@ struct Binding {
                                     static_cast<std::size_t>(c.start_position),
                                     static_cast<std::size_t>(c.input_token_count),
                                     c.tracing == EMBER_TRACING_ENABLED ? TracingState::Enabled : TracingState::Disabled,
-                                    model_context(c.model)};
+                                    model_context(c.model),
+                                    EMBER_HAS_FIELD(&c, ember_execution_context, decode_step)
+                                        ? static_cast<std::size_t>(c.decode_step)
+                                        : 0};
         }
         GenerationContext generation_context(const ember_generation_context& c) {
             return GenerationContext{static_cast<std::size_t>(c.generated_tokens),
@@ -175,6 +179,17 @@ struct Binding {
                                      model_context(c.model)};
         }
     };
+
+    static LayerContext layer_context(Instance& in, const ember_layer_context& c) {
+        LayerContext layer{in.execution_context(*c.execution), c.layer_index};
+        if (EMBER_HAS_FIELD(&c, ember_layer_context, n_ff)) {
+            layer.n_head = c.n_head;
+            layer.head_dim = c.head_dim;
+            layer.n_head_kv = c.n_head_kv;
+            layer.n_ff = c.n_ff;
+        }
+        return layer;
+    }
 
     static ember_status create(const char* config_json, const ember_host_services* host, void** out,
                                ember_error_buffer* error) noexcept {
@@ -227,11 +242,33 @@ struct Binding {
         auto& in = *static_cast<Instance*>(p);
         return guarded(in.services, error, [&]() -> Status {
             if (tensor->dtype != EMBER_DTYPE_F32) return Status::error("unsupported tensor dtype");
-            const LayerContext layer{in.execution_context(*ctx->execution), ctx->layer_index};
+            const LayerContext layer = layer_context(in, *ctx);
             TensorAccess access(tensor->data, static_cast<std::size_t>(tensor->rows),
                                 static_cast<std::size_t>(tensor->cols));
             return ((*in.experiment).*Stage)(layer, access);
         });
+    }
+
+    // attention_pattern: the same call, with a read-only view.
+    static ember_status pattern_stage(void* p, const ember_layer_context* ctx, ember_tensor* tensor,
+                                      ember_error_buffer* error) noexcept {
+        auto& in = *static_cast<Instance*>(p);
+        return guarded(in.services, error, [&]() -> Status {
+            if (tensor->dtype != EMBER_DTYPE_F32) return Status::error("unsupported tensor dtype");
+            const LayerContext layer = layer_context(in, *ctx);
+            const TensorView view(tensor->data, static_cast<std::size_t>(tensor->rows),
+                                  static_cast<std::size_t>(tensor->cols));
+            return in.experiment->attention_pattern(layer, view);
+        });
+    }
+
+    static std::uint64_t subscribed_stages(void* p) noexcept {
+        auto& in = *static_cast<Instance*>(p);
+        try {
+            return in.experiment->subscribed_stages();
+        } catch (...) {
+            return ~std::uint64_t{0};  // when in doubt, every stage it implements
+        }
     }
 
     template <LogitsStage Stage>
@@ -294,6 +331,14 @@ constexpr ember_plugin_descriptor make_descriptor(const ExportNames& names) {
     if constexpr (EMBER_DETAIL_OVERRIDES(T, on_generation_complete))
         d.on_generation_complete = &B::on_generation_complete;
     if constexpr (EMBER_DETAIL_OVERRIDES(T, on_error)) d.on_error = &B::on_error;
+    // 1.1
+    if constexpr (EMBER_DETAIL_OVERRIDES(T, attention_pattern)) d.attention_pattern = &B::pattern_stage;
+    if constexpr (EMBER_DETAIL_OVERRIDES(T, head_outputs))
+        d.head_outputs = &B::template layer_stage<&Experiment::head_outputs>;
+    if constexpr (EMBER_DETAIL_OVERRIDES(T, mlp_activation))
+        d.mlp_activation = &B::template layer_stage<&Experiment::mlp_activation>;
+    if constexpr (EMBER_DETAIL_OVERRIDES(T, subscribed_stages)) d.subscribed_stages = &B::subscribed_stages;
+    if constexpr (requires { T::concurrent; }) d.flags |= T::concurrent ? EMBER_PLUGIN_FLAG_CONCURRENT : 0u;
     return d;
 }
 

@@ -1,0 +1,224 @@
+// The C++ way to write an Ember experiment: derive from ember::Experiment, override the
+// stages you need, export the class. Builds with `g++ -std=c++20 -shared -fPIC -I<sdk>`
+// and nothing else; the plugin never links against ember.
+//
+//   #include <ember/experiment.hpp>
+//   class Counter : public ember::Experiment {
+//   public:
+//       const char* name() const override { return "counter"; }
+//       ember::Status after_layer(const ember::LayerContext& ctx, ember::TensorAccess& hidden) override;
+//   };
+//   EMBER_EXPORT_EXPERIMENT(Counter)                      // name derived from the class: "counter"
+//   // or EMBER_EXPORT_EXPERIMENT(Counter, "counter", "1.0.0", "counts layer calls")
+//
+// The stages a class does not override stay null in the descriptor and cost nothing.
+// Every exported call is wrapped: a failed Status or an escaping exception becomes a
+// failure with its message (what()). See docs/plugin-guide.md.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "ember/experiment_config.hpp"
+#include "ember/plugin.h"
+
+namespace ember {
+
+// The outcome of a stage: Status{} is success, Status::error("...") a failure.
+class Status {
+public:
+    Status() = default;
+    static Status error(std::string message) {
+        Status s;
+        s.failed_ = true;
+        s.message_ = std::move(message);
+        return s;
+    }
+    bool ok() const { return !failed_; }
+    const std::string& message() const { return message_; }
+
+private:
+    bool failed_ = false;
+    std::string message_;
+};
+
+enum class TensorDType { F32 };
+enum class ModelFamily { Llama, Qwen3, Gemma4 };
+enum class ExecutionPhase { Prefill, Decode };
+enum class TracingState { Disabled, Enabled };
+enum class StopReason { MaxTokens, EndOfGeneration, ContextFull, Error };
+
+inline std::string_view phase_name(ExecutionPhase phase) {
+    return phase == ExecutionPhase::Prefill ? "prefill" : "decode";
+}
+
+// A view of a contiguous F32 [rows, columns] activation the engine owns. Valid only
+// during the stage call; writes change the computation (no copy is made).
+class TensorAccess {
+public:
+    TensorAccess(float* data, std::size_t rows, std::size_t columns) : data_(data), shape_{rows, columns} {}
+
+    const std::array<std::size_t, 2>& shape() const { return shape_; }  // {rows, columns}
+    TensorDType dtype() const { return TensorDType::F32; }
+    std::span<const float> values() const { return {data_, shape_[0] * shape_[1]}; }
+    std::span<float> values_mut() { return {data_, shape_[0] * shape_[1]}; }
+    void zero() {
+        for (float& v : values_mut()) v = 0.0f;
+    }
+    // One row (one token position), for convenience.
+    std::span<const float> row(std::size_t r) const { return {data_ + r * shape_[1], shape_[1]}; }
+    std::span<float> row_mut(std::size_t r) { return {data_ + r * shape_[1], shape_[1]}; }
+
+private:
+    float* data_;
+    std::array<std::size_t, 2> shape_;
+};
+
+struct ModelContext {
+    ModelFamily family = ModelFamily::Llama;
+    std::string_view model_name;
+    std::size_t n_layers = 0;
+    std::size_t n_embd = 0;
+    std::size_t n_vocab = 0;
+};
+
+struct ExecutionContext {
+    ExecutionPhase phase;
+    std::size_t start_position;     // position of the evaluation's first token
+    std::size_t input_token_count;  // tokens in this evaluation
+    TracingState tracing;
+    const ModelContext& model;
+
+    std::size_t sequence_length() const { return start_position + input_token_count; }
+    // The position of the one token this evaluation holds (decode); empty otherwise.
+    std::optional<std::size_t> token_position() const {
+        if (input_token_count == 1) return start_position;
+        return std::nullopt;
+    }
+};
+
+struct LayerContext : ExecutionContext {
+    std::size_t layer_index;
+};
+
+struct GenerationContext {
+    std::size_t generated_tokens;
+    std::size_t prompt_tokens;
+    StopReason stop_reason;
+    std::string_view run_id;
+    double elapsed_ms;  // since before_prefill
+    const ModelContext& model;
+};
+
+// The token position of row 0 of a stage's tensor: the evaluation's first position for
+// layer stages, the first of the last `rows` positions for before_logits / after_logits.
+inline std::size_t first_row_position(const ExecutionContext& ctx, const TensorAccess& tensor) {
+    return ctx.sequence_length() - tensor.shape()[0];
+}
+
+enum class LogLevel { Debug, Info, Warning, Error };
+
+// What the host says about the run (views valid until the instance is destroyed).
+struct RunInfo {
+    std::string_view run_id;
+    std::string_view output_dir;
+    std::string_view model_path;
+    std::string_view model_sha256;
+    std::string_view route;
+    std::string_view config_hash;
+    std::string_view config_dir;
+    std::span<const std::uint32_t> prompt_token_ids;
+};
+
+// The host's services for the instance being called. ember::host() returns it during
+// any call into the plugin (create, a stage, destroy); outside one it is unavailable
+// and logs go to stderr.
+class Host {
+public:
+    explicit Host(const ember_host_services* services) : services_(services) {}
+
+    bool available() const { return services_ != nullptr; }
+
+    void log(LogLevel level, std::string_view message) const {
+        const std::string text(message);
+        if (services_ && services_->log) {
+            services_->log(services_->host_data, static_cast<std::uint32_t>(level), text.c_str());
+        } else {
+            std::fprintf(stderr, "%s\n", text.c_str());
+        }
+    }
+    void debug(std::string_view message) const { log(LogLevel::Debug, message); }
+    void info(std::string_view message) const { log(LogLevel::Info, message); }
+    void warning(std::string_view message) const { log(LogLevel::Warning, message); }
+    void error(std::string_view message) const { log(LogLevel::Error, message); }
+
+    RunInfo run_info() const {
+        RunInfo info;
+        if (!services_ || !EMBER_HAS_FIELD(services_, ember_host_services, run_info) || !services_->run_info)
+            return info;
+        const ember_run_info* r = services_->run_info;
+        auto text = [](const char* s) { return s ? std::string_view(s) : std::string_view(); };
+        info.run_id = text(r->run_id);
+        info.output_dir = text(r->output_dir);
+        info.model_path = text(r->model_path);
+        info.model_sha256 = text(r->model_sha256);
+        info.route = text(r->route);
+        info.config_hash = text(r->config_hash);
+        info.config_dir = text(r->config_dir);
+        if (EMBER_HAS_FIELD(r, ember_run_info, prompt_token_count) && r->prompt_token_ids)
+            info.prompt_token_ids = {r->prompt_token_ids, static_cast<std::size_t>(r->prompt_token_count)};
+        return info;
+    }
+
+    // A path from this experiment's config, made absolute against the directory of the
+    // TOML file that configured it (unchanged when already absolute).
+    std::string resolve_path(std::string_view path) const {
+        const auto dir = run_info().config_dir;
+        if (path.empty() || path.front() == '/' || dir.empty()) return std::string(path);
+        std::string out(dir);
+        if (out.back() != '/') out += '/';
+        return out + std::string(path);
+    }
+
+private:
+    const ember_host_services* services_;
+};
+
+namespace detail {
+// The services of the instance currently being called (set by the exported wrappers).
+// Hidden, so that two plugins in one process never share it.
+[[gnu::visibility("hidden")]] inline thread_local const ember_host_services* current_services = nullptr;
+}  // namespace detail
+
+inline Host host() { return Host(detail::current_services); }
+
+// The base class of every experiment. Only name() is required; it must return the name
+// the plugin is exported under. Every stage defaults to success and, when not
+// overridden, is not called at all.
+class Experiment {
+public:
+    virtual ~Experiment() = default;
+    virtual const char* name() const = 0;
+
+    virtual Status on_model_loaded(const ModelContext&) { return {}; }
+    virtual Status before_prefill(const ExecutionContext&) { return {}; }
+    virtual Status before_layer(const LayerContext&, TensorAccess& /*hidden*/) { return {}; }
+    virtual Status after_attention(const LayerContext&, TensorAccess& /*attention_output*/) { return {}; }
+    virtual Status after_mlp(const LayerContext&, TensorAccess& /*mlp_output*/) { return {}; }
+    virtual Status after_layer(const LayerContext&, TensorAccess& /*hidden*/) { return {}; }
+    virtual Status before_logits(const ExecutionContext&, TensorAccess& /*hidden*/) { return {}; }
+    virtual Status after_logits(const ExecutionContext&, TensorAccess& /*logits*/) { return {}; }
+    virtual Status on_generation_complete(const GenerationContext&) { return {}; }
+    virtual Status on_error(const GenerationContext&, std::string_view /*message*/) { return {}; }
+};
+
+}  // namespace ember
+
+#include "ember/detail/export.hpp"

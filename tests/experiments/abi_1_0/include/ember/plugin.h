@@ -1,0 +1,274 @@
+/* The Ember plugin ABI, version 1.0.
+ *
+ * An experiment is a shared object that exports exactly one C function,
+ *
+ *     const ember_plugin_descriptor* ember_plugin_entry(void);
+ *
+ * returning a pointer to a static descriptor. Everything else is reached through it.
+ * C++ authors do not write this by hand: ember/experiment.hpp builds the descriptor
+ * from a class (EMBER_EXPORT_EXPERIMENT). This header is the contract itself, usable
+ * from C11 or C++.
+ *
+ * Rules (docs/plugin-guide.md explains them at length):
+ * - Every public struct starts with its size (or, for the descriptor, an ABI block
+ *   holding it) and only grows at the end. A reader uses a field only when it lies
+ *   within the size the writer declared (EMBER_HAS_FIELD) and, for pointers, is non-null.
+ * - A minor version adds fields at the end; a major version breaks layouts. The host
+ *   refuses a plugin of another major and loads any minor of its own major.
+ * - Stages are nullable function pointers: a null stage is never called and costs nothing.
+ * - A call returns EMBER_OK or EMBER_FAILED. On failure the plugin writes a UTF-8,
+ *   NUL-terminated message into the host-owned error buffer (ember_error_set cuts a long
+ *   one and ends it in "..."). Nothing is allocated on one side and freed on the other;
+ *   no exception crosses the boundary.
+ * - Strings are UTF-8 and NUL-terminated. Those in the descriptor are static; those the
+ *   host passes are valid for the stated lifetime, and a plugin copies what it keeps.
+ * - Calls for one instance come from one thread, in order, never concurrently.
+ */
+#ifndef EMBER_PLUGIN_H
+#define EMBER_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* "EMBR" as it reads in memory on a little-endian machine. */
+#define EMBER_PLUGIN_MAGIC 0x52424D45u
+#define EMBER_PLUGIN_ABI_MAJOR 1u
+#define EMBER_PLUGIN_ABI_MINOR 0u
+#define EMBER_PLUGIN_ENTRY_SYMBOL "ember_plugin_entry"
+/* The host's error buffer holds this many bytes, the terminating NUL included. */
+#define EMBER_ERROR_CAPACITY 1024u
+
+#if defined(__GNUC__) || defined(__clang__)
+#define EMBER_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define EMBER_PLUGIN_EXPORT
+#endif
+
+/* True when the struct behind `ptr` (whose first member is its size) was declared by
+ * its writer large enough to hold `field`. */
+#ifdef __cplusplus
+#define EMBER_HAS_FIELD(ptr, type, field) ((ptr)->struct_size >= offsetof(type, field) + sizeof(type::field))
+#else
+#define EMBER_HAS_FIELD(ptr, type, field) \
+    ((ptr)->struct_size >= offsetof(type, field) + sizeof(((const type*)0)->field))
+#endif
+
+typedef int32_t ember_status;
+enum { EMBER_OK = 0, EMBER_FAILED = 1 };
+
+enum { EMBER_FAMILY_LLAMA = 0, EMBER_FAMILY_QWEN3 = 1, EMBER_FAMILY_GEMMA4 = 2 };
+enum { EMBER_PHASE_PREFILL = 0, EMBER_PHASE_DECODE = 1 };
+enum { EMBER_TRACING_DISABLED = 0, EMBER_TRACING_ENABLED = 1 };
+enum { EMBER_DTYPE_F32 = 0 };
+enum {
+    EMBER_STOP_MAX_TOKENS = 0,        /* generated max_tokens tokens */
+    EMBER_STOP_END_OF_GENERATION = 1, /* the model produced an end-of-generation token */
+    EMBER_STOP_CONTEXT_FULL = 2,      /* the context window is full */
+    EMBER_STOP_ERROR = 3              /* the run failed (on_error) */
+};
+enum { EMBER_LOG_DEBUG = 0, EMBER_LOG_INFO = 1, EMBER_LOG_WARNING = 2, EMBER_LOG_ERROR = 3 };
+
+/* Where a failing call writes its message. Owned by the host, cleared before each call. */
+typedef struct ember_error_buffer {
+    char* message;   /* `capacity` bytes */
+    size_t capacity; /* EMBER_ERROR_CAPACITY */
+} ember_error_buffer;
+
+/* A contiguous F32 [rows, cols] activation owned by the engine (row stride = cols). Valid
+ * only during the call; writes through `data` change the computation. This layout is
+ * fixed for ABI major 1. For every tensor stage, row r holds the token at position
+ * (start_position + input_token_count - rows + r): the evaluation's positions for layer
+ * stages, the last `rows` positions for before_logits / after_logits. */
+typedef struct ember_tensor {
+    float* data;
+    uint64_t rows;
+    uint64_t cols;
+    uint32_t dtype; /* EMBER_DTYPE_F32 */
+    uint32_t reserved0;
+} ember_tensor;
+
+/* The model, valid from on_model_loaded until destroy. */
+typedef struct ember_model_context {
+    uint32_t struct_size;
+    uint32_t family;        /* EMBER_FAMILY_* */
+    const char* model_name; /* general.name, else the file name without .gguf */
+    uint32_t n_layers;
+    uint32_t n_embd;
+    uint32_t n_vocab;
+    uint32_t reserved0;
+} ember_model_context;
+
+/* One evaluation: the prompt (prefill) or one generated token (decode). Valid during the call. */
+typedef struct ember_execution_context {
+    uint32_t struct_size;
+    uint32_t phase; /* EMBER_PHASE_* */
+    uint64_t start_position;    /* position of the evaluation's first token */
+    uint64_t input_token_count; /* tokens in this evaluation (rows of the layer tensors) */
+    uint32_t tracing;           /* EMBER_TRACING_* */
+    uint32_t reserved0;
+    const ember_model_context* model;
+} ember_execution_context;
+
+/* A layer stage's context: the evaluation plus the zero-based layer index. */
+typedef struct ember_layer_context {
+    uint32_t struct_size;
+    uint32_t layer_index;
+    const ember_execution_context* execution;
+} ember_layer_context;
+
+/* The end of a generation (on_generation_complete) or of a failed run (on_error). */
+typedef struct ember_generation_context {
+    uint32_t struct_size;
+    uint32_t stop_reason; /* EMBER_STOP_* */
+    uint64_t generated_tokens;
+    uint64_t prompt_tokens;
+    const char* run_id;
+    double elapsed_ms; /* since before_prefill */
+    const ember_model_context* model; /* null when the run failed before on_model_loaded */
+} ember_generation_context;
+
+/* What the host tells an instance about the run. Valid from create until destroy. */
+typedef struct ember_run_info {
+    uint32_t struct_size;
+    uint32_t reserved0;
+    const char* run_id;
+    const char* output_dir;   /* absolute; every file the run writes goes here */
+    const char* model_path;   /* absolute */
+    const char* model_sha256; /* 64 lowercase hex digits */
+    const char* route;        /* "reference" or "fast" */
+    const char* config_hash;  /* SHA-256 of the canonical run config, hex */
+    const char* config_dir;   /* relative paths in this experiment's config are relative to it */
+    const uint32_t* prompt_token_ids;
+    uint64_t prompt_token_count;
+} ember_run_info;
+
+/* The host services table handed to create. Valid from create until destroy. */
+typedef struct ember_host_services {
+    uint32_t struct_size;
+    uint32_t abi_major; /* the host's ABI version */
+    uint32_t abi_minor;
+    uint32_t reserved0;
+    void* host_data; /* pass back to the functions below */
+    void (*log)(void* host_data, uint32_t level, const char* message);
+    const ember_run_info* run_info;
+} ember_host_services;
+
+/* The first member of the descriptor. Never changes, whatever the major version. */
+typedef struct ember_abi_header {
+    uint32_t magic;     /* EMBER_PLUGIN_MAGIC */
+    uint32_t abi_major; /* EMBER_PLUGIN_ABI_MAJOR the plugin was built with */
+    uint32_t abi_minor; /* EMBER_PLUGIN_ABI_MINOR the plugin was built with */
+    uint32_t struct_size; /* sizeof(ember_plugin_descriptor) as the plugin was built */
+} ember_abi_header;
+
+typedef ember_status (*ember_layer_stage_fn)(void* instance, const ember_layer_context* context,
+                                             ember_tensor* tensor, ember_error_buffer* error);
+typedef ember_status (*ember_logits_stage_fn)(void* instance, const ember_execution_context* context,
+                                              ember_tensor* tensor, ember_error_buffer* error);
+
+typedef struct ember_plugin_descriptor {
+    ember_abi_header abi;
+    const char* name;        /* [a-z0-9._-]+, what error messages print */
+    const char* version;     /* free-form, e.g. "1.2.0" */
+    const char* description; /* one line */
+
+    /* Creates one instance from its configuration (the [experiment.config] table as
+     * JSON text, "{}" when there is none; valid during the call). On success stores the
+     * instance in *instance. Required. */
+    ember_status (*create)(const char* config_json, const ember_host_services* host, void** instance,
+                           ember_error_buffer* error);
+    /* Destroys an instance create made, at the end of the run, failed or not. Required. */
+    void (*destroy)(void* instance);
+
+    /* The stages, in the order they fire. Each may be null. */
+    ember_status (*on_model_loaded)(void* instance, const ember_model_context* model, ember_error_buffer* error);
+    ember_status (*before_prefill)(void* instance, const ember_execution_context* context,
+                                   ember_error_buffer* error);
+    ember_layer_stage_fn before_layer;    /* the residual stream entering the layer */
+    ember_layer_stage_fn after_attention; /* the attention block output, before the residual add */
+    ember_layer_stage_fn after_mlp;       /* the MLP block output, before the residual add */
+    ember_layer_stage_fn after_layer;     /* the residual stream leaving the layer */
+    ember_logits_stage_fn before_logits;  /* the final-normed hidden state of the logits rows */
+    ember_logits_stage_fn after_logits;   /* the final logits; writes feed sampling */
+    ember_status (*on_generation_complete)(void* instance, const ember_generation_context* context,
+                                           ember_error_buffer* error);
+    /* Told once when the run fails, before anything else ends. `message` is the run's error. */
+    ember_status (*on_error)(void* instance, const ember_generation_context* context, const char* message,
+                             ember_error_buffer* error);
+} ember_plugin_descriptor;
+
+typedef const ember_plugin_descriptor* (*ember_plugin_entry_fn)(void);
+
+/* The one symbol a plugin exports. */
+EMBER_PLUGIN_EXPORT const ember_plugin_descriptor* ember_plugin_entry(void);
+
+/* Writes `message` into the error buffer. A message that does not fit is cut at a UTF-8
+ * character boundary and ends in "...". */
+static inline void ember_error_set(ember_error_buffer* error, const char* message) {
+    size_t length = 0;
+    size_t capacity;
+    if (error == NULL || error->message == NULL || error->capacity == 0) return;
+    capacity = error->capacity;
+    if (message == NULL) message = "";
+    while (message[length] != '\0' && length < capacity) ++length;
+    if (length < capacity) {
+        size_t i;
+        for (i = 0; i <= length; ++i) error->message[i] = message[i];
+        return;
+    }
+    if (capacity < 4) {
+        error->message[0] = '\0';
+        return;
+    }
+    /* Keep as much as fits before "...\0", never splitting a multi-byte character. */
+    length = capacity - 4;
+    while (length > 0 && (((unsigned char)message[length]) & 0xC0u) == 0x80u) --length;
+    {
+        size_t i;
+        for (i = 0; i < length; ++i) error->message[i] = message[i];
+        error->message[length] = '.';
+        error->message[length + 1] = '.';
+        error->message[length + 2] = '.';
+        error->message[length + 3] = '\0';
+    }
+}
+
+/* The layout on the LP64 platforms Ember supports. A change here is an ABI break. */
+#if defined(__LP64__) || defined(_LP64)
+#ifdef __cplusplus
+#define EMBER_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define EMBER_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+EMBER_STATIC_ASSERT(sizeof(ember_abi_header) == 16, "ember_abi_header layout");
+EMBER_STATIC_ASSERT(sizeof(ember_error_buffer) == 16, "ember_error_buffer layout");
+EMBER_STATIC_ASSERT(sizeof(ember_tensor) == 32, "ember_tensor layout");
+EMBER_STATIC_ASSERT(offsetof(ember_tensor, dtype) == 24, "ember_tensor layout");
+EMBER_STATIC_ASSERT(sizeof(ember_model_context) == 32, "ember_model_context layout");
+EMBER_STATIC_ASSERT(offsetof(ember_model_context, n_vocab) == 24, "ember_model_context layout");
+EMBER_STATIC_ASSERT(sizeof(ember_execution_context) == 40, "ember_execution_context layout");
+EMBER_STATIC_ASSERT(offsetof(ember_execution_context, model) == 32, "ember_execution_context layout");
+EMBER_STATIC_ASSERT(sizeof(ember_layer_context) == 16, "ember_layer_context layout");
+EMBER_STATIC_ASSERT(sizeof(ember_generation_context) == 48, "ember_generation_context layout");
+EMBER_STATIC_ASSERT(offsetof(ember_generation_context, model) == 40, "ember_generation_context layout");
+EMBER_STATIC_ASSERT(sizeof(ember_run_info) == 80, "ember_run_info layout");
+EMBER_STATIC_ASSERT(offsetof(ember_run_info, prompt_token_count) == 72, "ember_run_info layout");
+EMBER_STATIC_ASSERT(sizeof(ember_host_services) == 40, "ember_host_services layout");
+EMBER_STATIC_ASSERT(offsetof(ember_host_services, run_info) == 32, "ember_host_services layout");
+EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, name) == 16, "ember_plugin_descriptor layout");
+EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, create) == 40, "ember_plugin_descriptor layout");
+EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, before_layer) == 72, "ember_plugin_descriptor layout");
+EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, on_error) == 128, "ember_plugin_descriptor layout");
+EMBER_STATIC_ASSERT(sizeof(ember_plugin_descriptor) == 136, "ember_plugin_descriptor layout");
+#undef EMBER_STATIC_ASSERT
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EMBER_PLUGIN_H */

@@ -21,6 +21,8 @@
 #include "models/gemma4.hpp"
 
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <optional>
 #include <vector>

@@ -107,7 +107,7 @@ TEST_CASE("golden: a dataset's rows are each prompt's single-prompt extraction, 
 
 // Rung: activation-reference (the inner stages of a packed dataset evaluation are each
 // prompt's own single-prompt extraction, bit for bit, at the layer's own width).
-TEST_CASE("a dataset's head_outputs and mlp_activation rows are each prompt's, at the layer's width; attention_pattern is refused") {
+TEST_CASE("a dataset's head_outputs and mlp_activation rows are each prompt's, at the layer's width, and attention_pattern is refused") {
     const std::string model = "stories260K";
     const auto file = gguf::File::open(model_file(model));
     const models::ModelConfig config = models::load_model_config(file);

@@ -20,7 +20,6 @@
 // post_norm(attn_output(head_outputs))) and mlp_activation (what ffn_down reads).
 #include "models/gemma4.hpp"
 
-
 #include <fmt/format.h>
 
 #include <cmath>

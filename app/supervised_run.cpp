@@ -212,7 +212,7 @@ void write_crash_report(const config::RunConfig& config, const LoadedModel& mode
     const std::string held = extract::recorded_run_id(config.output.dir);
     if (!held.empty() && held != run_id && !overwrite && !config.output.overwrite)
         throw Error(fmt::format("{} holds run {}, which this run was not to replace", config.output.dir.string(), held));
-    extract::RunDirectoryWriter directory(config.output.dir, {true, fmt::format("run {} (its crash record)", run_id), {}});
+    extract::RunDirectoryWriter directory(config.output.dir, {true, fmt::format("run {} (its crash record)", run_id), {}, {}});
     const json::object report{
         {"schema_version", 1},
         {"kind", "ember.run"},

@@ -174,7 +174,7 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
 
     const std::vector<InputFile> inputs = collect_inputs(config, model.sha256);
     // One writer per directory; an earlier run is refused, or replaced with --overwrite.
-    RunDirectoryWriter writer(config.output.dir, {config.output.overwrite || options.overwrite, "ember extract", {}});
+    RunDirectoryWriter writer(config.output.dir, {config.output.overwrite || options.overwrite, "ember extract", {}, {}});
     writer.on_file_written = options.on_file_written;
 
     std::optional<trace::Journal> journal;

@@ -84,6 +84,7 @@ inline void Sha256::compress(const std::uint8_t* block) {
 inline void Sha256::update(std::span<const std::byte> data) {
     const auto* p = reinterpret_cast<const std::uint8_t*>(data.data());
     std::size_t n = data.size();
+    if (n == 0) return;  // an empty span may carry a null pointer, which memcpy must not see
     total_bytes_ += n;
     if (buffered_ > 0) {
         const std::size_t take = std::min(n, buffer_.size() - buffered_);

@@ -60,6 +60,10 @@ struct RunInfo {
     std::string route;
     std::string config_hash;
     std::vector<std::uint32_t> prompt_token_ids;
+    // The prompt services (1.2): its text and each token's byte span (none in a dataset
+    // run, whose samples set_prompt gives).
+    std::string prompt_text;
+    std::vector<ember_token_span> prompt_token_spans;
 };
 
 struct ExperimentSpec {
@@ -158,6 +162,10 @@ public:
     // A token the generation chose (the 1.1 host service generated_token_ids shows them).
     void on_token(std::uint32_t token) { generated_.push_back(token); }
 
+    // The prompt the 1.2 prompt services show from now on (a dataset run's next sample,
+    // before its before_prefill); the run info's prompt_token_ids stay the run's.
+    void set_prompt(std::string text, std::vector<std::uint32_t> ids, std::vector<ember_token_span> spans);
+
     void on_generation_complete(std::size_t generated_tokens, StopReason reason);
 
     // The run failed (for any reason): tells on_error to every experiment still enabled,
@@ -192,6 +200,9 @@ private:
     void log(LogLevel level, std::string_view experiment, std::string_view message) const;
     static void host_log(void* host_data, std::uint32_t level, const char* message) noexcept;
     static std::uint64_t host_generated_token_ids(void* host_data, const std::uint32_t** ids) noexcept;
+    static std::uint64_t host_prompt_text(void* host_data, const char** text) noexcept;
+    static std::uint64_t host_prompt_token_ids(void* host_data, const std::uint32_t** ids) noexcept;
+    static std::uint64_t host_prompt_token_spans(void* host_data, const ember_token_span** spans) noexcept;
 
     RunInfo run_;
     RunnerOptions options_;
@@ -200,6 +211,10 @@ private:
     std::vector<std::string> failures_;
     hooks::StageMask subscribed_ = 0;  // union of the enabled entries' stages
     std::vector<std::uint32_t> generated_;
+    // The current prompt of the prompt services (run_'s until set_prompt).
+    std::string prompt_text_;
+    std::vector<std::uint32_t> prompt_ids_;
+    std::vector<ember_token_span> prompt_spans_;
 
     ember_model_context model_context_{};
     std::vector<ember_layer_context> layer_contexts_;  // per layer: its geometry (execution set per call)

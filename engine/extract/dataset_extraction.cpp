@@ -139,6 +139,12 @@ void evaluate_sample(runtime::Session& session, const LoadedModel& model, runtim
     hooks::HookChain chain{runner, &*s.extractor};
     try {
         if (runner) {
+            // The prompt services show this sample's own text and tokens (a target's excluded).
+            std::vector<std::uint32_t> ids(p.evaluated.ids.begin(), p.evaluated.ids.begin() + p.prompt_tokens);
+            std::vector<ember_token_span> spans;
+            for (std::size_t i = 0; i < p.prompt_tokens; ++i)
+                spans.push_back({p.evaluated.tokens[i].start, p.evaluated.tokens[i].end});
+            runner->set_prompt(p.sample.text, std::move(ids), std::move(spans));
             hooks::EvalInfo info;
             info.phase = hooks::Phase::Prefill;
             info.n_tokens = p.evaluated.ids.size();

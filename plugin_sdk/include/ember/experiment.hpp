@@ -229,6 +229,37 @@ public:
         return {ids, ids ? static_cast<std::size_t>(n) : 0};
     }
 
+    // 1.2: the current prompt (the run's; in a dataset run the current sample's, from its
+    // before_prefill on), valid during the current call. Empty on an older host, and in a
+    // dataset run before the first sample.
+    std::string_view prompt_text() const {
+        if (!services_ || !EMBER_HAS_FIELD(services_, ember_host_services, prompt_text) || !services_->prompt_text)
+            return {};
+        const char* text = nullptr;
+        const std::uint64_t n = services_->prompt_text(services_->host_data, &text);
+        return text ? std::string_view(text, static_cast<std::size_t>(n)) : std::string_view();
+    }
+    std::span<const std::uint32_t> prompt_token_ids() const {
+        if (!services_ || !EMBER_HAS_FIELD(services_, ember_host_services, prompt_token_ids) ||
+            !services_->prompt_token_ids)
+            return {};
+        const std::uint32_t* ids = nullptr;
+        const std::uint64_t n = services_->prompt_token_ids(services_->host_data, &ids);
+        return {ids, ids ? static_cast<std::size_t>(n) : 0};
+    }
+    // Each prompt token's byte span [start, end) in prompt_text(), one per prompt token.
+    std::span<const ember_token_span> prompt_token_spans() const {
+        if (!has_prompt_text()) return {};
+        const ember_token_span* spans = nullptr;
+        const std::uint64_t n = services_->prompt_token_spans(services_->host_data, &spans);
+        return {spans, spans ? static_cast<std::size_t>(n) : 0};
+    }
+    // Whether this host offers the prompt's text and token spans (1.2).
+    bool has_prompt_text() const {
+        return services_ && EMBER_HAS_FIELD(services_, ember_host_services, prompt_token_spans) &&
+               services_->prompt_text && services_->prompt_token_spans;
+    }
+
     // A path from this experiment's config, made absolute against the directory of the
     // TOML file that configured it (unchanged when already absolute).
     std::string resolve_path(std::string_view path) const {

@@ -310,7 +310,7 @@ TEST_CASE("ember plugins validate prints the descriptor without running the plug
     CHECK(text.output.find("name:        ablate\n") != std::string::npos);
     CHECK(text.output.find("version:     1.0.0\n") != std::string::npos);
     CHECK(text.output.find("abi:         1.2 (descriptor 176 bytes; this ember implements 1.2)\n") != std::string::npos);
-    CHECK(text.output.find("stages:      on_model_loaded, before_layer, attention_pattern, head_outputs, after_attention, "
+    CHECK(text.output.find("stages:      on_model_loaded, before_prefill, before_layer, attention_pattern, head_outputs, after_attention, "
                            "mlp_activation, after_mlp, after_layer, before_logits, after_logits\n") != std::string::npos);
 
     // The older-minor plugin aborts if any undeclared stage were called; validate calls none.

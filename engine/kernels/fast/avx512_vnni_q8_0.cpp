@@ -16,6 +16,9 @@
 #include "kernels/fast/prefetch.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 
+#include <algorithm>
+#include <cstdint>
+
 namespace ember::kernels::fast::avx512_vnni {
 
 namespace {
@@ -122,6 +125,135 @@ void q8_0_gemv8(const MatmulTask& task, std::size_t r0) {
     }
 }
 
+
+// ---- Prefill: activations packed once per chunk of tokens, shared by every row tile ----
+//
+// Q8_0Tile above rebuilds each token pair's operands (the 512-bit activation register, the
+// -128 * sum correction, the paired scales) in every tile, once per four weight rows. For
+// prompts the pairs are instead packed once per chunk of up to kChunkPairs pairs and read
+// straight from memory by every row tile of the call. The arithmetic per output is that of
+// Q8_0Tile (same int32 s_i, same d_w * d_a, same FMA per block, same fold): the same bits.
+
+// One block of two tokens: token 2p's 32 values in bytes 0-31, token 2p + 1's in 32-63;
+// the vpdpbusd starting value -128 * (sum of each lane's four values); the scales as F32,
+// eight lanes each.
+struct alignas(64) PairBlock {
+    std::int8_t q[64];
+    std::int32_t start[16];
+    float d[16];
+};
+
+constexpr int kTileRows = 4;
+constexpr std::size_t kChunkPairs = 4;
+constexpr std::size_t kPackBytes = 192 * 1024;       // on the stack (oneTBB workers have 4 MiB)
+constexpr std::size_t kPackBlocks = kPackBytes / sizeof(PairBlock);
+constexpr std::size_t kScaleFloats = 16 * 1024;      // 64 KiB of weight scales, on the stack too
+
+// Packs tokens [t0, t0 + tokens) as pairs into pack[p * n_blocks + b]; an odd last token
+// is paired with itself.
+void pack_pairs(const MatmulTask& task, std::size_t t0, std::size_t tokens, PairBlock* pack) {
+    const std::size_t n_blocks = task.cols / kQ8_0BlockSize;
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (std::size_t p = 0; 2 * p < tokens; ++p) {
+        const auto* lo = reinterpret_cast<const BlockQ8_0*>(task.acts + (t0 + 2 * p) * task.act_row_bytes);
+        const std::size_t second = 2 * p + 1 < tokens ? 2 * p + 1 : 2 * p;
+        const auto* hi = reinterpret_cast<const BlockQ8_0*>(task.acts + (t0 + second) * task.act_row_bytes);
+        for (std::size_t b = 0; b < n_blocks; ++b) {
+            PairBlock& out = pack[p * n_blocks + b];
+            const __m512i q = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo[b].qs))),
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi[b].qs)), 1);
+            _mm512_store_si512(out.q, q);
+            _mm512_store_si512(out.start, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, q)));
+            _mm512_store_ps(out.d, half_pair(lo[b].d, hi[b].d));
+        }
+    }
+}
+
+// R weight rows x P packed pairs (the last pair's second token is stored only if it is
+// real: `tokens` counts the chunk's tokens).
+template <int R, int P>
+void packed_tile(const MatmulTask& task, const PairBlock* pack, const float* scales, std::size_t r0, std::size_t t0,
+                 std::size_t tokens) {
+    const std::size_t n_blocks = task.cols / kQ8_0BlockSize;
+    const BlockQ8_0* w[R];
+    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const BlockQ8_0*>(task.weights + (r0 + r) * task.weight_row_bytes);
+    __m512 acc[R][P];
+    for (int r = 0; r < R; ++r)
+        for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+
+    for (std::size_t b = 0; b < n_blocks; ++b) {
+        for (int r = 0; r < R; ++r) {
+            const __m512i wu = _mm512_xor_si512(_mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[r][b].qs))), flip);
+            const __m512 wd = _mm512_set1_ps(scales[r * n_blocks + b]);
+            for (int p = 0; p < P; ++p) {
+                const PairBlock& a = pack[p * n_blocks + b];
+                const __m512i s = _mm512_dpbusd_epi32(_mm512_load_si512(a.start), wu, _mm512_load_si512(a.q));
+                acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(wd, _mm512_load_ps(a.d)), _mm512_cvtepi32_ps(s), acc[r][p]);
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        for (int p = 0; p < P; ++p) {
+            float* out = task.out + r0 + r;
+            out[(t0 + 2 * p) * task.out_stride] = avx512_fold8(_mm512_castps512_ps256(acc[r][p]));
+            if (static_cast<std::size_t>(2 * p + 1) < tokens) out[(t0 + 2 * p + 1) * task.out_stride] = avx512_fold8(_mm512_extractf32x8_ps(acc[r][p], 1));
+        }
+    }
+}
+
+// The weight rows of one call, a slab at a time: their scales converted to F32 once
+// (scales[(r - first) * n_blocks + b]) and read by every chunk of tokens.
+struct RowSlab {
+    std::size_t first, end;
+    const float* scales;
+};
+
+template <int P>
+void packed_rows(const MatmulTask& task, const PairBlock* pack, const RowSlab& slab, std::size_t t0, std::size_t tokens) {
+    const std::size_t n_blocks = task.cols / kQ8_0BlockSize;
+    std::size_t r = slab.first;
+    for (; r + kTileRows <= slab.end; r += kTileRows) {
+        packed_tile<kTileRows, P>(task, pack, slab.scales + (r - slab.first) * n_blocks, r, t0, tokens);
+    }
+    for (; r < slab.end; ++r) packed_tile<1, P>(task, pack, slab.scales + (r - slab.first) * n_blocks, r, t0, tokens);
+}
+
+template <int P>
+void packed_rows_up_to(std::size_t pairs, const MatmulTask& task, const PairBlock* pack, const RowSlab& slab,
+                       std::size_t t0, std::size_t tokens) {
+    if constexpr (P > 1) {
+        if (pairs < static_cast<std::size_t>(P)) return packed_rows_up_to<P - 1>(pairs, task, pack, slab, t0, tokens);
+    }
+    packed_rows<P>(task, pack, slab, t0, tokens);
+}
+
+// Rows [row_begin, row_end) for every token, a chunk of tokens at a time; false when a
+// chunk of one pair would not fit the pack (rows over 32768 columns).
+bool packed_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
+    const std::size_t n_blocks = task.cols / kQ8_0BlockSize;
+    const std::size_t fit = kPackBlocks / n_blocks;
+    if (fit == 0) return false;
+    const std::size_t chunk_tokens = 2 * std::min(kChunkPairs, fit);
+    const std::size_t slab_rows = std::max<std::size_t>(1, kScaleFloats / n_blocks / kTileRows * kTileRows);
+    PairBlock pack[kPackBlocks];
+    float scales[kScaleFloats];
+    for (std::size_t first = row_begin; first < row_end; first += slab_rows) {
+        const RowSlab slab{first, std::min(row_end, first + slab_rows), scales};
+        for (std::size_t r = slab.first; r < slab.end; ++r) {
+            const auto* w = reinterpret_cast<const BlockQ8_0*>(task.weights + r * task.weight_row_bytes);
+            for (std::size_t b = 0; b < n_blocks; ++b) scales[(r - slab.first) * n_blocks + b] = _cvtsh_ss(w[b].d);
+        }
+        for (std::size_t t0 = 0; t0 < task.n_tokens; t0 += chunk_tokens) {
+            const std::size_t tokens = std::min(chunk_tokens, task.n_tokens - t0);
+            pack_pairs(task, t0, tokens, pack);
+            packed_rows_up_to<static_cast<int>(kChunkPairs)>((tokens + 1) / 2, task, pack, slab, t0, tokens);
+        }
+    }
+    return true;
+}
+
 }  // namespace
 
 void q8_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
@@ -131,7 +263,7 @@ void q8_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t
         for (; r < row_end; ++r) Q8_0Tile::run<1, 1>(task, r, 0);
         return;
     }
-    walk_rows<Q8_0Tile, 4, 6>(task, row_begin, row_end);
+    if (!packed_matmul_rows(task, row_begin, row_end)) walk_rows<Q8_0Tile, 4, 6>(task, row_begin, row_end);
 }
 
 }  // namespace ember::kernels::fast::avx512_vnni

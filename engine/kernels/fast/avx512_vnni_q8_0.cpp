@@ -1,16 +1,16 @@
 // The AVX-512 VNNI products of weights whose dot product takes Q8_0 activations in
-// eight-lane blocks: Q8_0 and Q4_0 (compiled with the AVX-512 flags plus -mavx512vnni;
+// eight-lane blocks: Q8_0, Q4_0 and Q5_0 (compiled with the AVX-512 flags plus -mavx512vnni;
 // see variant_kernels.hpp for the rules of a variant translation unit).
 //
-// Numerics are exactly model-math §2.9 (and llama.cpp's Q4_0 x Q8_0 product, which has
-// the same shape): for each output, eight float lanes; per block, lane i gets s_i = the
+// Numerics are exactly model-math §2.9 (and llama.cpp's Q4_0 / Q5_0 x Q8_0 products,
+// which have the same shape): for each output, eight float lanes; per block, lane i gets s_i = the
 // int32 sum of the products of elements 4i..4i+3 (exact) and
 // acc_i = fma(d_w * d_a, (float)s_i, acc_i); then the eight-lane fold. A 512-bit
 // register holds the eight lanes of two tokens for one weight row (prompts) or of two
 // weight rows for one token (decode).
 //
 // vpdpbusd multiplies unsigned by signed bytes, so the weights enter as w + 128 (Q8_0:
-// w xor 0x80; Q4_0: nibble - 8 + 128) and the excess 128 * (sum of the four activations)
+// w xor 0x80; Q4_0: q - 8 + 128; Q5_0: q - 16 + 128) and the excess 128 * (sum of the four activations)
 // is subtracted by starting the accumulation from -128 * that sum. All of it is exact
 // integer arithmetic: s_i is the same int32 as a plain loop would give.
 #include "kernels/fast/intrinsics.hpp"
@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 namespace ember::kernels::fast::avx512_vnni {
 
@@ -46,22 +47,47 @@ struct Q8_0Weights {
     }
 };
 
-// Q4_0: elements 0-15 are the low nibbles of the 16 bytes, 16-31 the high ones; w = q - 8.
+// The 4-bit formats: elements 0-15 of a block are the low nibbles of its 16 bytes, 16-31
+// the high ones. From the bytes in 128-bit lanes [a, a, b, b]: 32 nibbles of a, then b.
+__m512i nibbles(__m512i bytes) {
+    return _mm512_and_si512(_mm512_mask_blend_epi64(0xCC, bytes, _mm512_srli_epi16(bytes, 4)), _mm512_set1_epi8(0xF));
+}
+__m512i lanes_aabb(const std::uint8_t* a, const std::uint8_t* b) {
+    const __m256i lo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)));
+    const __m256i hi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+// Q4_0: w = q - 8, so w + 128 = q + 120.
 struct Q4_0Weights {
     using Block = BlockQ4_0;
-    // bytes in 128-bit lanes [a, a, b, b] -> 32 values of a, then 32 of b
-    static __m512i unpack(__m512i bytes) {
-        const __m512i nibbles = _mm512_and_si512(
-            _mm512_mask_blend_epi64(0xCC, bytes, _mm512_srli_epi16(bytes, 4)), _mm512_set1_epi8(0xF));
-        return _mm512_add_epi8(nibbles, _mm512_set1_epi8(120));
-    }
     static __m512i biased(const Block& b) {
-        return unpack(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs))));
+        return _mm512_add_epi8(nibbles(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)))),
+                               _mm512_set1_epi8(120));
     }
     static __m512i biased_pair(const Block& low, const Block& high) {
-        const __m256i a = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(low.qs)));
-        const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(high.qs)));
-        return unpack(_mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1));
+        return _mm512_add_epi8(nibbles(lanes_aabb(low.qs, high.qs)), _mm512_set1_epi8(120));
+    }
+};
+
+// Q5_0: the fifth bit of element j is bit j of qh; w = q - 16, so w + 128 = q + 112.
+struct Q5_0Weights {
+    using Block = BlockQ5_0;
+    static std::uint64_t fifth_bits(const Block& b) {
+        std::uint32_t qh;
+        std::memcpy(&qh, b.qh, sizeof qh);
+        return qh;
+    }
+    static __m512i with_fifth_bits(__m512i q4, std::uint64_t bits) {
+        const __m512i fifth = _mm512_maskz_mov_epi8(bits, _mm512_set1_epi8(0x10));
+        return _mm512_add_epi8(_mm512_or_si512(q4, fifth), _mm512_set1_epi8(112));
+    }
+    static __m512i biased(const Block& b) {
+        const __m512i q4 = nibbles(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs))));
+        return with_fifth_bits(q4, fifth_bits(b) | fifth_bits(b) << 32);
+    }
+    static __m512i biased_pair(const Block& low, const Block& high) {
+        return with_fifth_bits(nibbles(lanes_aabb(low.qs, high.qs)), fifth_bits(low) | fifth_bits(high) << 32);
     }
 };
 
@@ -309,6 +335,9 @@ void q8_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t
 }
 void q4_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
     matmul_rows<Q4_0Weights>(task, row_begin, row_end);
+}
+void q5_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
+    matmul_rows<Q5_0Weights>(task, row_begin, row_end);
 }
 
 }  // namespace ember::kernels::fast::avx512_vnni

@@ -77,6 +77,25 @@ constexpr Index16 kQ4ScaleIndex[4] = {q4_scale_index(0), q4_scale_index(1), q4_s
 
 __m512i scale_for(const Index16& ix, __m512i scales16) { return _mm512_permutexvar_epi16(_mm512_load_si512(ix.lane), scales16); }
 
+// Sixteen int32 lanes of one super-block: the unpacked weights u (q[g], scale[g]) times
+// 256 activation quants laid out as u's registers read them (64 bytes per register).
+template <typename W>
+__m512i lanes_of(const W& u, const std::int8_t* q) {
+    __m512i s = _mm512_setzero_si512();
+    for (int g = 0; g < 4; ++g) s = scaled_dot(s, u.q[g], load512(q + 64 * g), u.scale[g]);
+    return s;
+}
+
+// Two tokens' activations for one super-block, packed once per chunk of tokens for the
+// prefill tiles (see "Prefill" below): the quants in the format's register order, the
+// scales ready for the pair's float lanes and the integer sums of the offset / min terms.
+struct alignas(64) PairAct {
+    std::int8_t q[2][256];
+    float d[16];            // the first token's d in lanes 0-7, the second's in 8-15
+    std::int16_t sums[32];  // per token F::kSums values (Q6_K: bsums, Q4_K: 32-element sums)
+    float neg_d[8];         // -d: lanes 0-3 the first token, 4-7 the second (Q4_K's min terms)
+};
+
 // ---- Q6_K x Q8_K: lanes of scale * q (q unsigned 6-bit), minus 32 (sc bsum) per lane
 struct Q6_K {
     using Block = BlockQ6_K;
@@ -102,11 +121,7 @@ struct Q6_K {
         const __m512i scales = _mm512_castsi256_si512(u.scales16);
         for (int g = 0; g < 4; ++g) u.scale[g] = scale_for(kQ6ScaleIndex[g], scales);
     }
-    static __m512i lanes(const W& u, const BlockQ8_K& x) {
-        __m512i s = _mm512_setzero_si512();
-        for (int g = 0; g < 4; ++g) s = scaled_dot(s, u.q[g], load512(x.qs + 64 * g), u.scale[g]);
-        return s;
-    }
+    static __m512i lanes(const W& u, const BlockQ8_K& x) { return lanes_of(u, x.qs); }
     // One super-block of output A (weights wa, activations xa) and output B.
     static void step(const W& wa, const Block& ba, const BlockQ8_K& xa, const W& wb, const Block& bb, const BlockQ8_K& xb,
                      Acc& acc) {
@@ -114,6 +129,19 @@ struct Q6_K {
         const __m512i sums = fold_pair(lanes(wa, xa), lanes(wb, xb));
         const __m512i bsums = concat(load256(xa.bsums), load256(xb.bsums));
         const __m512i offset = _mm512_slli_epi32(_mm512_madd_epi16(bsums, concat(wa.scales16, wb.scales16)), 5);
+        acc.lanes = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(sums, offset)), acc.lanes);
+    }
+    static constexpr int kSums = 16;
+    static void pack_token(const BlockQ8_K& x, std::int8_t* q, std::int16_t* sums) {
+        std::memcpy(q, x.qs, 256);
+        std::memcpy(sums, x.bsums, 32);
+    }
+    // The same operations as step() for one weight row and the pair's two tokens.
+    static void packed_step(const W& u, const Block& b, const PairAct& a, Acc& acc) {
+        const __m512 d = _mm512_mul_ps(_mm512_set1_ps(half(b.d)), _mm512_load_ps(a.d));
+        const __m512i sums = fold_pair(lanes_of(u, a.q[0]), lanes_of(u, a.q[1]));
+        const __m512i scales = _mm512_broadcast_i64x4(u.scales16);
+        const __m512i offset = _mm512_slli_epi32(_mm512_madd_epi16(_mm512_load_si512(a.sums), scales), 5);
         acc.lanes = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(sums, offset)), acc.lanes);
     }
     static void zero(Acc& acc) { acc.lanes = _mm512_setzero_ps(); }
@@ -175,6 +203,22 @@ struct Q4_K {
         acc.min_lanes = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(prod), acc.min_lanes);
         const __m512 d = pair_ps(xa.d * half(ba.d), xb.d * half(bb.d));
         const __m512i sums = fold_pair(lanes(wa, xa), lanes(wb, xb));
+        acc.lanes = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sums), acc.lanes);
+    }
+    static constexpr int kSums = 8;
+    static void pack_token(const BlockQ8_K& x, std::int8_t* q, std::int16_t* sums) {
+        for (int g = 0; g < 4; ++g) {
+            std::memcpy(q + 64 * g, x.qs + 32 * kQ4First[g], 32);
+            std::memcpy(q + 64 * g + 32, x.qs + 32 * (kQ4First[g] + 2), 32);
+        }
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(sums), sub_sums(x));
+    }
+    static void packed_step(const W& u, const Block& b, const PairAct& a, Acc& acc) {
+        const __m256 dmin = _mm256_mul_ps(_mm256_set1_ps(half(b.dmin)), _mm256_load_ps(a.neg_d));
+        const __m256i prod = _mm256_madd_epi16(_mm256_broadcastsi128_si256(u.mins), _mm256_load_si256(reinterpret_cast<const __m256i*>(a.sums)));
+        acc.min_lanes = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(prod), acc.min_lanes);
+        const __m512 d = _mm512_mul_ps(_mm512_set1_ps(half(b.d)), _mm512_load_ps(a.d));
+        const __m512i sums = fold_pair(lanes_of(u, a.q[0]), lanes_of(u, a.q[1]));
         acc.lanes = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sums), acc.lanes);
     }
     static void zero(Acc& acc) {
@@ -259,6 +303,78 @@ void gemv8(const MatmulTask& task, std::size_t r0) {
     }
 }
 
+// ---- Prefill: activations packed once per chunk of token pairs, read by every row ----
+//
+// Each weight super-block is unpacked once per row and chunk and used for the chunk's
+// pairs; the pairs come from the pack (aligned, in register order, with their scales and
+// sums ready). Per output the operations are those of step(): the same bits.
+
+constexpr std::size_t kChunkPairs = 4;
+constexpr std::size_t kPackBytes = 192 * 1024;  // on the stack (oneTBB workers have 4 MiB)
+constexpr std::size_t kPackBlocks = kPackBytes / sizeof(PairAct);
+
+// Tokens [t0, t0 + tokens) as pairs into pack[p * n_blocks + b]; an odd last token is
+// paired with itself.
+template <typename F>
+void pack_pairs(const MatmulTask& task, std::size_t t0, std::size_t tokens, PairAct* pack) {
+    const std::size_t n_blocks = task.cols / 256;
+    for (std::size_t p = 0; 2 * p < tokens; ++p) {
+        const BlockQ8_K* x[2] = {act_row(task, t0 + 2 * p), act_row(task, t0 + (2 * p + 1 < tokens ? 2 * p + 1 : 2 * p))};
+        for (std::size_t b = 0; b < n_blocks; ++b) {
+            PairAct& out = pack[p * n_blocks + b];
+            for (int i = 0; i < 2; ++i) {
+                F::pack_token(x[i][b], out.q[i], out.sums + i * F::kSums);
+                for (int l = 0; l < 8; ++l) out.d[8 * i + l] = x[i][b].d;
+                for (int l = 0; l < 4; ++l) out.neg_d[4 * i + l] = -x[i][b].d;
+            }
+        }
+    }
+}
+
+// One weight row x P packed pairs (`tokens` counts the chunk's real tokens).
+template <typename F, int P>
+void packed_row(const MatmulTask& task, const PairAct* pack, std::size_t r, std::size_t t0, std::size_t tokens) {
+    const std::size_t n_blocks = task.cols / 256;
+    const typename F::Block* w = weight_row<F>(task, r);
+    typename F::Acc acc[P];
+    for (int p = 0; p < P; ++p) F::zero(acc[p]);
+    for (std::size_t b = 0; b < n_blocks; ++b) {
+        typename F::W u;
+        F::unpack(w[b], u);
+        for (int p = 0; p < P; ++p) F::packed_step(u, w[b], pack[p * n_blocks + b], acc[p]);
+    }
+    for (int p = 0; p < P; ++p) {
+        task.out[(t0 + 2 * p) * task.out_stride + r] = F::finish_low(acc[p]);
+        if (static_cast<std::size_t>(2 * p + 1) < tokens) task.out[(t0 + 2 * p + 1) * task.out_stride + r] = F::finish_high(acc[p]);
+    }
+}
+
+template <typename F, int P>
+void packed_rows_up_to(std::size_t pairs, const MatmulTask& task, const PairAct* pack, std::size_t row_begin,
+                       std::size_t row_end, std::size_t t0, std::size_t tokens) {
+    if constexpr (P > 1) {
+        if (pairs < static_cast<std::size_t>(P)) return packed_rows_up_to<F, P - 1>(pairs, task, pack, row_begin, row_end, t0, tokens);
+    }
+    for (std::size_t r = row_begin; r < row_end; ++r) packed_row<F, P>(task, pack, r, t0, tokens);
+}
+
+// Rows [row_begin, row_end) for every token, a chunk of pairs at a time; false when one
+// pair would not fit the pack (rows of more than 70000 columns or so).
+template <typename F>
+bool packed_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
+    const std::size_t n_blocks = task.cols / 256;
+    const std::size_t fit = kPackBlocks / n_blocks;
+    if (fit == 0) return false;
+    const std::size_t chunk_tokens = 2 * (fit < kChunkPairs ? fit : kChunkPairs);
+    PairAct pack[kPackBlocks];
+    for (std::size_t t0 = 0; t0 < task.n_tokens; t0 += chunk_tokens) {
+        const std::size_t tokens = task.n_tokens - t0 < chunk_tokens ? task.n_tokens - t0 : chunk_tokens;
+        pack_pairs<F>(task, t0, tokens, pack);
+        packed_rows_up_to<F, static_cast<int>(kChunkPairs)>((tokens + 1) / 2, task, pack, row_begin, row_end, t0, tokens);
+    }
+    return true;
+}
+
 template <typename F>
 void kquant_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
     if (task.n_tokens == 1) {
@@ -267,7 +383,7 @@ void kquant_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_
         for (; r < row_end; ++r) PairTile<F>::template run<1, 1>(task, r, 0);
         return;
     }
-    walk_rows<PairTile<F>, 4, 6>(task, row_begin, row_end);
+    if (!packed_matmul_rows<F>(task, row_begin, row_end)) walk_rows<PairTile<F>, 4, 6>(task, row_begin, row_end);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // `ember sweep --shard K/N` and `ember extract --dataset --shard K/N`: the K-th of N
 // deterministic slices (config/shard.hpp has the partition, shared by a sweep's runs and a
-// dataset's samples), parsed from the command line; and the shard runs of a dataset run
+// dataset run's batches), parsed from the command line; and the shard runs of a dataset run
 // config with `[dataset] shards = N` (docs/sweep.md, "Dataset shards").
 #pragma once
 

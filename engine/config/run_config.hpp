@@ -98,7 +98,7 @@ struct DatasetSection {
     std::string select = "last";                // a selection spec (ember/selection.hpp)
     std::uint32_t batch_tokens = 0;             // tokens per evaluation; 0: the default (kDefaultBatchTokens)
     bool skip_empty = false;                    // on_empty = "skip": a sample selecting nothing is recorded, not an error
-    // `shard = "K/N"`: this run is shard K of N, the samples config/shard.hpp gives it
+    // `shard = "K/N"`: this run is shard K of N of the unsharded run's batches of samples
     // (`ember extract --shard K/N`); `ember merge` joins the N into the unsharded run.
     std::optional<Shard> shard;
     // `shards = N` (N > 1): `ember sweep` does this run as N shard runs, each into

@@ -1,5 +1,5 @@
 // Shards: the K-th of N deterministic slices of an ordered list (a sweep's runs, a
-// dataset's samples). K counts from 0 (Slurm's $SLURM_ARRAY_TASK_ID with
+// dataset run's batches of samples). K counts from 0 (Slurm's $SLURM_ARRAY_TASK_ID with
 // --array=0-(N-1)). Shard K of the M items holds [floor(K*M/N), floor((K+1)*M/N)):
 // contiguous, in order, sizes differing by at most one, every item in exactly one shard,
 // and the same on every machine, since M and the order come from the files alone.

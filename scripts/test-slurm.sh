@@ -202,30 +202,35 @@ echo "== the local sweep"
 mv "$work/runs" "$work/local-runs"
 
 echo "== the same grid on Slurm: 4 tasks, then the summary job"
-start=$(date +%s)
-submitted=$("$ember" sweep --slurm --submit --shards 4 --slurm-dir "$work/slurm" --slurm-opt=--time=10 \
-  "$work/grid.toml")
-echo "$submitted"
-sweep_job=$(awk '$1 == "sweep" && $2 == "job" {print $3}' <<< "$submitted")
-summary_job=$(awk '$1 == "summary" && $2 == "job" {print $3}' <<< "$submitted")
-[ -n "$sweep_job" ] && [ -n "$summary_job" ] || fail "ember sweep --submit printed no job ids"
+# `ember sweep --slurm --submit --slurm-dir DIR ARGS...`, then waits (bounded) for both jobs
+# and fails, with their logs, unless both completed. Sets sweep_job and summary_job.
+submit_and_wait() {
+  local dir=$1 start submitted states
+  shift
+  start=$(date +%s)
+  submitted=$("$ember" sweep --slurm --submit --slurm-dir "$dir" --slurm-opt=--time=10 "$@")
+  echo "$submitted"
+  sweep_job=$(awk '$1 == "sweep" && $2 == "job" {print $3}' <<< "$submitted")
+  summary_job=$(awk '$1 == "summary" && $2 == "job" {print $3}' <<< "$submitted")
+  [ -n "$sweep_job" ] && [ -n "$summary_job" ] || fail "ember sweep --submit printed no job ids ($*)"
+  while [ -n "$(timeout 10 squeue -h -j "$sweep_job,$summary_job" 2> /dev/null || echo "squeue failed")" ]; do
+    if [ $(($(date +%s) - start)) -ge "$timeout" ]; then
+      timeout 10 squeue >&2 || true
+      fail_with_logs "the jobs of $* did not finish within $timeout s"
+    fi
+    sleep 1
+  done
+  echo "jobs finished in $(($(date +%s) - start)) s"
+  for job in "$sweep_job" "$summary_job"; do
+    states=$(timeout 10 scontrol -o show job "$job" | grep -o 'JobState=[A-Z_]*' | sort -u | tr '\n' ' ')
+    [ "$states" = "JobState=COMPLETED " ] || {
+      cat "$dir"/*.out >&2 || true
+      fail "job $job ($*) ended as $states"
+    }
+  done
+}
+submit_and_wait "$work/slurm" --shards 4 "$work/grid.toml"
 grep -q -- '--array=0-3' "$work/slurm/sweep.sbatch" || fail "sweep.sbatch is not a 4-task array"
-pending() { timeout 10 squeue -h -j "$sweep_job,$summary_job" 2> /dev/null || echo "squeue failed"; }
-while [ -n "$(pending)" ]; do
-  if [ $(($(date +%s) - start)) -ge "$timeout" ]; then
-    timeout 10 squeue >&2 || true
-    fail_with_logs "the jobs did not finish within $timeout s"
-  fi
-  sleep 1
-done
-echo "jobs finished in $(($(date +%s) - start)) s"
-for job in "$sweep_job" "$summary_job"; do
-  states=$(timeout 10 scontrol -o show job "$job" | grep -o 'JobState=[A-Z_]*' | sort -u | tr '\n' ' ')
-  [ "$states" = "JobState=COMPLETED " ] || {
-    cat "$work"/slurm/*.out >&2 || true
-    fail "job $job ended as $states"
-  }
-done
 
 echo "== the cluster's results against the local ones"
 [ -f "$work/slurm/summary.csv" ] || fail "the summary job wrote no summary.csv"
@@ -302,30 +307,10 @@ EOF
 # moves as it is; its manifest records the directory it was written for).
 "$ember" extract "$work/dataset.toml" 2> /dev/null || fail "the local dataset run failed"
 mv "$work/ds" "$work/ds-local"
-start=$(date +%s)
-submitted=$("$ember" sweep --slurm --submit --slurm-dir "$work/slurm-ds" --slurm-opt=--time=10 "$work/dataset.toml")
-echo "$submitted"
-sweep_job=$(awk '$1 == "sweep" && $2 == "job" {print $3}' <<< "$submitted")
-summary_job=$(awk '$1 == "summary" && $2 == "job" {print $3}' <<< "$submitted")
-[ -n "$sweep_job" ] && [ -n "$summary_job" ] || fail "ember sweep --submit printed no job ids for the dataset"
+submit_and_wait "$work/slurm-ds" "$work/dataset.toml"
 grep -q -- '--array=0-1' "$work/slurm-ds/sweep.sbatch" || fail "the dataset's sweep.sbatch is not a 2-task array"
 grep -qF -- " merge --overwrite '$work/ds.shard-0-of-2' '$work/ds.shard-1-of-2' --out '$work/ds'" \
   "$work/slurm-ds/summary.sbatch" || fail "the dataset's summary.sbatch does not merge its shards"
-while [ -n "$(pending)" ]; do
-  if [ $(($(date +%s) - start)) -ge "$timeout" ]; then
-    timeout 10 squeue >&2 || true
-    fail_with_logs "the dataset jobs did not finish within $timeout s"
-  fi
-  sleep 1
-done
-echo "dataset jobs finished in $(($(date +%s) - start)) s"
-for job in "$sweep_job" "$summary_job"; do
-  states=$(timeout 10 scontrol -o show job "$job" | grep -o 'JobState=[A-Z_]*' | sort -u | tr '\n' ' ')
-  [ "$states" = "JobState=COMPLETED " ] || {
-    cat "$work"/slurm-ds/*.out >&2 || true
-    fail "dataset job $job ended as $states"
-  }
-done
 "$ember" verify "$work/ds" > /dev/null || fail "the merged dataset run $work/ds does not verify"
 for k in 0 1; do
   "$ember" verify "$work/ds.shard-$k-of-2" > /dev/null || fail "shard $k ($work/ds.shard-$k-of-2) does not verify"

@@ -103,7 +103,7 @@ int run_dataset(const extract::LoadedModel& model, const config::RunConfig& conf
                                         config.model.route, config::config_hash(config), {}};
         runner = std::make_unique<experiments::ExperimentRunner>(
             experiments::specs_from_config(config), info,
-            experiments::RunnerOptions{config.hooks.failure, config.hooks.timeout_ms, {}});
+            experiments::RunnerOptions{config.hooks.failure, config.hooks.timeout_ms, {}, nullptr, {}});
         runner->on_model_loaded(model.model->config());
     }
     extract::DatasetRunOptions options;

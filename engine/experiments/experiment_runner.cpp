@@ -322,19 +322,6 @@ ember_status ExperimentRunner::refuse(const Entry& e, std::string_view what, emb
     return code;
 }
 
-ember_status ExperimentRunner::lifecycle_refusal(const Entry& e, std::string_view what, bool allowed,
-                                                 const std::string* taken_by, ember_error_buffer* reason) const {
-    if (in_before_prefill_ != &e)
-        return refuse(e, what, EMBER_REFUSED_STAGE, "it is accepted only during before_prefill", reason);
-    if (!allowed) return refuse(e, what, EMBER_REFUSED_UNSUPPORTED, options_.lifecycle.refusal, reason);
-    if (taken_by)
-        return refuse(e, what, EMBER_REFUSED_TAKEN,
-                      fmt::format("experiment '{}' already asked for it (the first request in composition order wins)",
-                                  *taken_by),
-                      reason);
-    return EMBER_OK;
-}
-
 ember_execution_context ExperimentRunner::execution_context(const hooks::EvalInfo& eval) const {
     return ember_execution_context{sizeof(ember_execution_context),
                                    eval.phase == hooks::Phase::Prefill ? EMBER_PHASE_PREFILL : EMBER_PHASE_DECODE,
@@ -425,18 +412,39 @@ std::uint64_t ExperimentRunner::host_generated_token_ids(void* host_data, const 
     return generated.size();
 }
 
-ember_status ExperimentRunner::host_skip_inference(void* host_data, const std::uint32_t* ids, std::uint64_t count,
-                                                   ember_error_buffer* reason) noexcept {
+// A lifecycle request of kind `what` from the entry behind `host_data`: refused outside its
+// before_prefill, when the policy does not allow it, or after an earlier request of that
+// kind; otherwise `decide(runner, entry, invalid)` accepts it or refuses it as invalid.
+template <class Request, class Decide>
+ember_status ExperimentRunner::lifecycle_request(void* host_data, std::string_view what, bool LifecyclePolicy::*allowed,
+                                                 std::optional<Request> ExperimentRunner::*earlier,
+                                                 ember_error_buffer* reason, Decide&& decide) noexcept {
     try {
         const auto* e = static_cast<const Entry*>(host_data);
         ExperimentRunner& r = *e->runner;
+        if (r.in_before_prefill_ != e)
+            return r.refuse(*e, what, EMBER_REFUSED_STAGE, "it is accepted only during before_prefill", reason);
+        if (!(r.options_.lifecycle.*allowed))
+            return r.refuse(*e, what, EMBER_REFUSED_UNSUPPORTED, r.options_.lifecycle.refusal, reason);
+        if (const auto& taken = r.*earlier)
+            return r.refuse(*e, what, EMBER_REFUSED_TAKEN,
+                            fmt::format("experiment '{}' already asked for it (the first request in composition "
+                                        "order wins)",
+                                        taken->experiment),
+                            reason);
+        const auto invalid = [&](const std::string& why) { return r.refuse(*e, what, EMBER_REFUSED_INVALID, why, reason); };
+        return decide(r, e, invalid);
+    } catch (...) {
+        ember_error_set(reason, "refused: the host could not take the request (out of memory, or EMBER_MAX_INPUT_BYTES is malformed)");
+        return EMBER_REFUSED_INVALID;
+    }
+}
+
+ember_status ExperimentRunner::host_skip_inference(void* host_data, const std::uint32_t* ids, std::uint64_t count,
+                                                   ember_error_buffer* reason) noexcept {
+    return lifecycle_request(host_data, "skip_inference", &LifecyclePolicy::allow_skip, &ExperimentRunner::skip_, reason,
+                             [&](ExperimentRunner& r, const Entry* e, const auto& invalid) {
         const LifecyclePolicy& policy = r.options_.lifecycle;
-        const ember_status refused = r.lifecycle_refusal(*e, "skip_inference", policy.allow_skip,
-                                                         r.skip_ ? &r.skip_->experiment : nullptr, reason);
-        if (refused != EMBER_OK) return refused;
-        const auto invalid = [&](const std::string& why) {
-            return r.refuse(*e, "skip_inference", EMBER_REFUSED_INVALID, why, reason);
-        };
         if (count > 0 && ids == nullptr) return invalid(fmt::format("{} ids were announced but the pointer is null", count));
         if (count > policy.max_supplied_tokens)
             return invalid(fmt::format("{} ids, more than the run may generate (generation.max_tokens = {})", count,
@@ -448,26 +456,16 @@ ember_status ExperimentRunner::host_skip_inference(void* host_data, const std::u
                                            vocabulary));
         r.skip_ = SkipRequest{std::string(e->library->name()), std::vector<std::uint32_t>(ids, ids + count)};
         r.skip_owner_ = e;
-        return EMBER_OK;
-    } catch (...) {
-        ember_error_set(reason, "skip_inference refused: the host ran out of memory");
-        return EMBER_REFUSED_INVALID;
-    }
+        return static_cast<ember_status>(EMBER_OK);
+    });
 }
 
 ember_status ExperimentRunner::host_rewrite_prompt(void* host_data, const char* text, std::uint64_t length,
                                                    ember_error_buffer* reason) noexcept {
-    try {
-        const auto* e = static_cast<const Entry*>(host_data);
-        ExperimentRunner& r = *e->runner;
-        const LifecyclePolicy& policy = r.options_.lifecycle;
-        const ember_status refused = r.lifecycle_refusal(*e, "rewrite_prompt", policy.allow_rewrite,
-                                                         r.rewrite_ ? &r.rewrite_->experiment : nullptr, reason);
-        if (refused != EMBER_OK) return refused;
-        const auto invalid = [&](const std::string& why) {
-            return r.refuse(*e, "rewrite_prompt", EMBER_REFUSED_INVALID, why, reason);
-        };
-        const std::uint64_t limit = policy.max_prompt_bytes != 0 ? policy.max_prompt_bytes : max_input_bytes();
+    return lifecycle_request(host_data, "rewrite_prompt", &LifecyclePolicy::allow_rewrite, &ExperimentRunner::rewrite_,
+                             reason, [&](ExperimentRunner& r, const Entry* e, const auto& invalid) {
+        const std::uint64_t limit = r.options_.lifecycle.max_prompt_bytes != 0 ? r.options_.lifecycle.max_prompt_bytes
+                                                                               : max_input_bytes();
         if (length > limit)
             return invalid(fmt::format("the text is {} bytes, more than the limit of {} bytes (set EMBER_MAX_INPUT_BYTES "
                                        "to raise it)",
@@ -482,11 +480,8 @@ ember_status ExperimentRunner::host_rewrite_prompt(void* host_data, const char* 
         }
         r.rewrite_ = PromptRewrite{std::string(e->library->name()), std::string(bytes)};
         r.rewrite_owner_ = e;
-        return EMBER_OK;
-    } catch (...) {
-        ember_error_set(reason, "rewrite_prompt refused: the host ran out of memory, or EMBER_MAX_INPUT_BYTES is malformed");
-        return EMBER_REFUSED_INVALID;
-    }
+        return static_cast<ember_status>(EMBER_OK);
+    });
 }
 
 void ExperimentRunner::host_log(void* host_data, std::uint32_t level, const char* message) noexcept {

@@ -240,9 +240,10 @@ private:
     // Writes "WHAT refused: WHY" into `reason` (may be null) and the log, and returns `code`.
     ember_status refuse(const Entry& e, std::string_view what, ember_status code, std::string_view why,
                         ember_error_buffer* reason) const;
-    // Whether `e` may make a lifecycle request of kind `what` now; the refusal code (and its reason) otherwise.
-    ember_status lifecycle_refusal(const Entry& e, std::string_view what, bool allowed, const std::string* taken_by,
-                                   ember_error_buffer* reason) const;
+    template <class Request, class Decide>
+    static ember_status lifecycle_request(void* host_data, std::string_view what, bool LifecyclePolicy::*allowed,
+                                          std::optional<Request> ExperimentRunner::*earlier, ember_error_buffer* reason,
+                                          Decide&& decide) noexcept;
 
     RunInfo run_;
     RunnerOptions options_;

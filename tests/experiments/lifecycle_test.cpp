@@ -3,8 +3,9 @@
 // stage fires for any experiment, every instance is told `skipped`, run.json and the
 // manifest say who supplied it) and rewrite_prompt (the prompt text replaced before it is
 // tokenized: both texts recorded, everything after before_prefill sees the new tokens),
-// their refusals with exact messages, extraction runs refusing them, and a crashed
-// worker's record keeping what they changed.
+// their refusals with exact messages, extraction runs refusing them, a crashed worker's
+// record keeping what they changed, and a plugin built from the frozen 1.0 headers in a
+// skipped run.
 //
 // Rungs: the skip tests are smoke (lifecycle policy: what runs, what is recorded); the
 // rewrite's equivalence test is on the intervention rung (the rewritten run generates
@@ -350,6 +351,28 @@ TEST_CASE("skip and rewrite in one run, and a crashed worker's run.json still sa
     CHECK(lifecycle.at("skipped_by") == "skip-result");
     CHECK(lifecycle.at("prompt_rewrite") ==
           json::value{{"experiment", "rewrite-prompt"}, {"original_text", kPrompt}, {"text", kLongerPrompt}});
+}
+
+}  // namespace ember::test
+
+namespace ember::test {
+
+TEST_CASE("a plugin built from the frozen 1.0 headers in a run another experiment skips: no tensor stage, completion told") {
+    TempDir dir;
+    const fs::path counter = dir.path() / "libcounter-1.0.so";
+    const auto build = run_command(fmt::format("{} -std=c++20 -shared -fPIC -I{} {} -o {}", EMBER_CXX_COMPILER,
+                                               shell_quote(std::string(EMBER_TEST_SOURCE_DIR) + "/abi_1_0/include"),
+                                               shell_quote(std::string(EMBER_TEST_SOURCE_DIR) + "/outside/counter.cpp"),
+                                               shell_quote(counter.string())),
+                                   true);
+    REQUIRE_MESSAGE(build.exit_code == 0, build.output);
+    const EmberRun run = ember_run(dir, stories(skip_result("ids = [5, 6]") + experiment(counter)));
+    REQUIRE_MESSAGE(run.exit_code == 0, run.err);
+    CHECK(experiment_named(run, "counter").at("abi") == "1.0");
+    // on_model_loaded, before_prefill, no tensor stage, on_generation_complete, no on_error.
+    CHECK(run.err_lines("[counter] info: counts 1 1 0 0 0 0 0 0 1 0").size() == 1);
+    CHECK(run.err_lines("[counter] info: checks prefill=0 decode=0 order=0 chain=0 residual=0").size() == 1);
+    CHECK(int_list(run.report.at("generated").at("tokens")) == std::vector<std::int64_t>{5, 6});
 }
 
 }  // namespace ember::test

@@ -1,8 +1,8 @@
 // Rung: below the ladder (kernel unit tests). The Q8_0 products of every kernel set this
 // CPU runs are bit-exact against a straightforward scalar implementation of
 // model-math §2.9 (which reproduces llama.cpp's x86 matmul bit for bit): single dots,
-// the matrix-vector path (1 token) and the tiled matrix-matrix path (2..17 tokens), odd
-// row counts, extreme values; and independent of the thread count. Tolerance: zero.
+// the matrix-vector path (1 token) and the tiled matrix-matrix path (2..17 tokens; up to 20 on rows of
+// up to 33792 columns), odd row counts, extreme values; and independent of the thread count. Tolerance: zero.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -93,6 +93,27 @@ TEST_CASE("Q8_0 matrix products: bit-exact with the reference for 1..17 tokens a
                     CAPTURE(n_tokens);
                     require_bitwise_equal(kernel_product(k, w, acts, n_tokens), want);
                 }
+            }
+        }
+    }
+}
+
+// Wide rows change how a prefill kernel chunks its tokens (the AVX-512 VNNI kernel packs
+// up to eight tokens of activations on the stack: fewer for rows over 8192 columns, and
+// none, falling back to per-tile operands, over 32768).
+TEST_CASE("Q8_0 matrix products: bit-exact with the reference for wide rows (token chunking)") {
+    std::mt19937 rng(5);
+    const auto sets = runnable_kernel_sets();
+    for (std::size_t cols : {8192, 12288, 33792}) {
+        const auto w = random_matrix(rng, 6, cols);
+        for (std::size_t n_tokens : {2, 5, 9, 20}) {
+            const auto acts = random_q8_0_activations(rng, n_tokens * cols / 32);
+            const auto want = reference_product(w, acts, n_tokens);
+            for (const auto& k : sets) {
+                CAPTURE(k.description);
+                CAPTURE(cols);
+                CAPTURE(n_tokens);
+                require_bitwise_equal(kernel_product(k, w, acts, n_tokens), want);
             }
         }
     }

@@ -83,6 +83,8 @@ void weighted_sum_f16(const WeightedSumTask& task);
 
 namespace avx512_vnni {  // avx512 flags + -mavx512vnni
 void q8_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q4_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q5_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 }  // namespace avx512_vnni
 
 namespace avx512_bf16 {  // avx512 flags + -mavx512bf16

@@ -22,7 +22,7 @@ bench_build_ember() {
     cmake --build "$build" -j "${EMBER_JOBS:-2}" --target ember >/dev/null
 }
 
-bench_model() {  # TYPE (q8_0, f16): writes $models/llama-1b-TYPE.gguf once, prints its path
+bench_model() {  # TYPE (any `ember synth --type`): writes $models/llama-1b-TYPE.gguf once, prints its path
     local model=$models/llama-1b-$1.gguf
     mkdir -p "$models"
     if [[ ! -f $model ]]; then

@@ -3,5 +3,6 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${EMBER_BUILD_DIR:-$root/build}
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+source "$root/scripts/ccache-args.sh"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release "${ccache_args[@]}" >/dev/null
 cmake --build "$build" -j "${EMBER_JOBS:-2}"

@@ -7,8 +7,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
 build=${EMBER_FUZZ_BUILD_DIR:-$root/build-fuzz}
+source "$root/scripts/ccache-args.sh"
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DEMBER_SANITIZE=ON -DEMBER_FUZZ=ON >/dev/null
+  -DEMBER_SANITIZE=ON -DEMBER_FUZZ=ON "${ccache_args[@]}" >/dev/null
 cmake --build "$build" -j "${EMBER_JOBS:-2}" --target gguf_fuzz >/dev/null
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT

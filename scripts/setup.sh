@@ -11,6 +11,7 @@ packages=(
   clang libclang-rt-14-dev     # libFuzzer and the sanitizer build
   python3 python3-numpy        # tests read .npy files the way a researcher would
   slurm-wlm munge              # scripts/test-slurm.sh: a one-host Slurm cluster for ember sweep --slurm
+  ccache                       # the build scripts reuse objects between builds and clones
 )
 
 missing=()

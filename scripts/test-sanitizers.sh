@@ -4,7 +4,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${EMBER_ASAN_BUILD_DIR:-$root/build-asan}
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_SANITIZE=ON >/dev/null
+source "$root/scripts/ccache-args.sh"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_SANITIZE=ON "${ccache_args[@]}" >/dev/null
 cmake --build "$build" -j "${EMBER_JOBS:-2}" --target loader_tests >/dev/null
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

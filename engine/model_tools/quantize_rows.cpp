@@ -21,6 +21,7 @@ using kernels::BlockQ6_K;
 using kernels::BlockQ8_0;
 using kernels::kQK;
 using kernels::kQK_K;
+using kernels::reference::f32_to_bf16;
 using kernels::reference::f32_to_fp16;
 using kernels::reference::fp16_to_f32;
 
@@ -296,9 +297,23 @@ void quantize_row_q6_K_file_rule(const float* x, BlockQ6_K* y, std::size_t n) {
     }
 }
 
+namespace {
+
+// F16 or BF16 values, rounded one by one.
+std::vector<std::byte> halves(std::span<const float> values, std::uint16_t (*round)(float)) {
+    std::vector<std::byte> out(values.size() * 2);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        const std::uint16_t h = round(values[i]);
+        std::memcpy(out.data() + 2 * i, &h, 2);
+    }
+    return out;
+}
+
+}  // namespace
+
 bool can_write_type(GgmlType type) {
     return type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K ||
-           type == GgmlType::F16;
+           type == GgmlType::F16 || type == GgmlType::BF16;
 }
 
 std::vector<std::byte> quantize_rows(GgmlType type, std::span<const float> values, std::size_t row_length) {
@@ -307,14 +322,8 @@ std::vector<std::byte> quantize_rows(GgmlType type, std::span<const float> value
         case GgmlType::Q4_0: return rows_of<BlockQ4_0>(values, row_length, kQK, quantize_row_q4_0_file_rule);
         case GgmlType::Q4_K: return rows_of<BlockQ4_K>(values, row_length, kQK_K, quantize_row_q4_K_file_rule);
         case GgmlType::Q6_K: return rows_of<BlockQ6_K>(values, row_length, kQK_K, quantize_row_q6_K_file_rule);
-        case GgmlType::F16: {
-            std::vector<std::byte> out(values.size() * 2);
-            for (std::size_t i = 0; i < values.size(); ++i) {
-                const std::uint16_t h = f32_to_fp16(values[i]);
-                std::memcpy(out.data() + 2 * i, &h, 2);
-            }
-            return out;
-        }
+        case GgmlType::F16: return halves(values, f32_to_fp16);
+        case GgmlType::BF16: return halves(values, f32_to_bf16);
         default: break;
     }
     throw Error(fmt::format("ember cannot write {} tensors", gguf::type_name(type)));

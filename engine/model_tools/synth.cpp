@@ -92,8 +92,10 @@ const std::vector<SynthShape>& synth_shapes() {
 
 void write_synth_model(const SynthOptions& options, const std::filesystem::path& output) {
     const SynthShape& shape = find_shape(options.shape);
-    const bool f16 = options.type == "f16";
-    const FileType file_type = f16 ? FileType::q8_0 : parse_file_type(options.type);
+    // F16 / BF16 files hold every matrix in that type (general.file_type MOSTLY_F16 = 1,
+    // MOSTLY_BF16 = 32); the other types are llama-quantize's per-tensor mixes.
+    const bool f16 = options.type == "f16", bf16 = options.type == "bf16";
+    const FileType file_type = f16 || bf16 ? FileType::q8_0 : parse_file_type(options.type);
     const gguf::File vocab = gguf::File::open(options.vocab_from);
     const auto tokens = vocab.get_string_array("tokenizer.ggml.tokens");
     if (!tokens || tokens->empty()) {
@@ -116,7 +118,7 @@ void write_synth_model(const SynthOptions& options, const std::filesystem::path&
     w.set_f32("llama.attention.layer_norm_rms_epsilon", shape.rms_epsilon);
     w.set_u32("llama.vocab_size", static_cast<std::uint32_t>(n_vocab));
     w.set_u32("general.quantization_version", 2);
-    w.set_u32("general.file_type", f16 ? 1 : static_cast<std::uint32_t>(file_type));  // MOSTLY_F16 or the file type
+    w.set_u32("general.file_type", f16 ? 1u : bf16 ? 32u : static_cast<std::uint32_t>(file_type));
     for (const auto& entry : vocab.metadata()) {
         if (entry.key.substr(0, 10) == "tokenizer.") w.copy_entry(vocab, entry);
     }
@@ -125,8 +127,9 @@ void write_synth_model(const SynthOptions& options, const std::filesystem::path&
     // Each matrix is generated while the file is written (one in memory at a time).
     auto matrix = [&](const std::string& name, std::uint64_t rows, std::uint64_t cols) {
         const std::uint64_t ne[2] = {cols, rows};
-        const GgmlType type = f16 ? GgmlType::F16
-                                  : target_type(file_type, name, cols, tensor_layer(name), static_cast<int>(shape.n_layer), false);
+        const GgmlType type = f16    ? GgmlType::F16
+                              : bf16 ? GgmlType::BF16
+                                     : target_type(file_type, name, cols, tensor_layer(name), static_cast<int>(shape.n_layer), false);
         w.add_tensor(name, type, ne, [seed = options.seed, name, type, rows, cols](std::span<std::byte> out) {
             random_matrix(seed, name, type, rows, cols, out);
         });

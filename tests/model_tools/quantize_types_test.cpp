@@ -94,7 +94,7 @@ TEST_CASE("quantize types: ember synth writes Q4_0, Q4_K_M and Q6_K models of ll
             }
             CHECK(f.find_tensor("token_embd.weight")->type == gguf::GgmlType::Q6_K);  // the tied LM head
         }
-        for (const char* route : {"reference", "fast"}) {
+        for (const char* route : test::built_routes()) {
             r = run_command(fmt::format("{} generate --model {} --route {} --prompt 'Once upon' --max-tokens 3", EMBER_BINARY,
                                         shell_quote(out.string()), route),
                             true);

@@ -42,10 +42,10 @@ std::vector<char> read_all(const fs::path& p) {
 
 }  // namespace
 
-TEST_CASE("synth: llama-tiny with the Llama 3 vocabulary, Q8_0 and F16") {
+TEST_CASE("synth: llama-tiny with the Llama 3 vocabulary, Q8_0, F16 and BF16") {
     const fs::path vocab = fixture_path("models/synth-llama3-q8_0.gguf");
     const gguf::File vocab_file = gguf::File::open(vocab);
-    for (const char* type : {"q8_0", "f16"}) {
+    for (const char* type : {"q8_0", "f16", "bf16"}) {
         CAPTURE(type);
         const fs::path out = temp_path(std::string("tiny-") + type + ".gguf");
         const auto r = synth(fmt::format("--shape llama-tiny --type {} --vocab-from {}", type, shell_quote(vocab.string())), out);
@@ -56,7 +56,8 @@ TEST_CASE("synth: llama-tiny with the Llama 3 vocabulary, Q8_0 and F16") {
         CHECK(config.n_embd == 64);
         CHECK(config.n_vocab == 128256);
         CHECK(f.find_tensor("output.weight") == nullptr);  // tied
-        CHECK(f.get_u32("general.file_type") == (std::string(type) == "q8_0" ? 7u : 1u));
+        const std::string t = type;
+        CHECK(f.get_u32("general.file_type") == (t == "q8_0" ? 7u : t == "f16" ? 1u : 32u));
         // every tokenizer key, byte for byte
         std::size_t copied = 0;
         for (const auto& e : vocab_file.metadata()) {
@@ -72,7 +73,7 @@ TEST_CASE("synth: llama-tiny with the Llama 3 vocabulary, Q8_0 and F16") {
         // matrices: finite, mean ~0, standard deviation ~0.02 (uniform); norms are 1
         const auto* q = f.find_tensor("blk.1.attn_q.weight");
         REQUIRE(q != nullptr);
-        CHECK(q->type == (std::string(type) == "q8_0" ? gguf::GgmlType::Q8_0 : gguf::GgmlType::F16));
+        CHECK(q->type == (t == "q8_0" ? gguf::GgmlType::Q8_0 : t == "f16" ? gguf::GgmlType::F16 : gguf::GgmlType::BF16));
         const auto data = f.tensor_data(*q);
         double sum = 0, sum_sq = 0;
         for (std::size_t i = 0; i < q->n_elements; ++i) {
@@ -84,7 +85,7 @@ TEST_CASE("synth: llama-tiny with the Llama 3 vocabulary, Q8_0 and F16") {
             } else {
                 std::uint16_t h;
                 std::memcpy(&h, data.data() + 2 * i, 2);
-                v = kernels::fast::fp16_to_fp32(h);
+                v = q->type == gguf::GgmlType::F16 ? kernels::fast::fp16_to_fp32(h) : kernels::fast::bf16_to_fp32(h);
             }
             REQUIRE(std::isfinite(v));
             sum += v;

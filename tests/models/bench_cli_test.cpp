@@ -22,8 +22,8 @@ CommandResult bench(const std::string& options, bool merge_stderr = false) {
 
 }  // namespace
 
-TEST_CASE("ember bench --json: medians, spreads and runs, memory, route and kernels" * test::needs_fast_route()) {
-    for (const char* route : {"fast", "reference"}) {
+TEST_CASE("ember bench --json: medians, spreads and runs, memory, route and kernels") {
+    for (const char* route : test::built_routes()) {
         for (const char* kv : {"f32", "f16"}) {
             CAPTURE(route);
             CAPTURE(kv);

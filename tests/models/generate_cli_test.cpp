@@ -105,8 +105,8 @@ TEST_CASE("ember generate --route fast: the same story on every CPU variant, and
     }
 }
 
-TEST_CASE("ember generate --kv-type f16: an F16 cache on both routes, named in the JSON" * test::needs_fast_route()) {
-    for (const char* route : {"fast", "reference"}) {
+TEST_CASE("ember generate --kv-type f16: an F16 cache on both routes, named in the JSON") {
+    for (const char* route : test::built_routes()) {
         CAPTURE(route);
         const CommandResult r = run_command(std::string(EMBER_BINARY) + " generate --json --kv-type f16 --route " + route +
                                                 " --threads 2 --max-tokens 24 --model " +

@@ -7,14 +7,22 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "common/build_options.hpp"
 
 namespace ember::test {
 
-// The decorator of a test case that runs the fast route: a build without it
-// (-DEMBER_FAST=OFF) skips the case, so ctest does not register it.
+// The decorator of a test case that runs only the fast route: a build without it
+// (-DEMBER_FAST=OFF) skips the case, so ctest does not register it. A case over both
+// routes loops over built_routes() instead, so such a build still runs its reference half.
 inline doctest::skip needs_fast_route() { return doctest::skip(!kHasFastRoute); }
+
+// The routes this build has, by name: "reference", and "fast" unless -DEMBER_FAST=OFF.
+inline std::vector<const char*> built_routes() {
+    if (kHasFastRoute) return {"reference", "fast"};
+    return {"reference"};
+}
 
 std::filesystem::path fixtures_dir();
 

@@ -10,6 +10,8 @@
 #include "kernels/fast/avx512_float_tiles.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 
+#include <algorithm>
+
 namespace ember::kernels::fast::avx512 {
 
 namespace {
@@ -34,6 +36,7 @@ struct F32Policy : Avx512Lanes {
 };
 
 float half_value(std::uint16_t h) { return _cvtsh_ss(h); }
+
 
 struct F16Policy : Avx512Lanes {
     using Element = std::uint16_t;
@@ -80,6 +83,69 @@ struct BF16EmulatedPolicy : Avx512Lanes {
 // rounds half to even (NaN and out-of-range give INT32_MIN), vpmovsdb saturates.
 __m128i quantize16(__m512 v, __m512 id) { return _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v, id))); }
 
+// ---- F16 prompts (the tiled order: tinyBLAS, one accumulator per output) ----
+// TiledTile<F16Policy> widens every activation vector in every tile. Here a call widens
+// each chunk of kPromptTokens tokens to F32 once, and 4-row x 6-token tiles read them as
+// FMA memory operands; each output's FMAs and fold are TiledTile's, so are its bits.
+constexpr int kPromptRows = 4;
+constexpr std::size_t kPromptTokens = 6;
+constexpr std::size_t kPromptPackFloats = 48 * 1024;  // 192 KiB on the stack (oneTBB workers have 4 MiB)
+
+template <int R, int T>
+void f16_prompt_tile(const MatmulTask& task, const float* acts, std::size_t r0, std::size_t t0) {
+    const std::size_t n = task.cols;
+    const std::uint16_t* w[R];
+    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const std::uint16_t*>(task.weights + (r0 + r) * task.weight_row_bytes);
+    __m512 acc[R][T];
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+    for (std::size_t k = 0; k < n; k += 16) {
+        __m512 wv[R];
+        for (int r = 0; r < R; ++r) wv[r] = F16Policy::load(w[r] + k);
+        for (int t = 0; t < T; ++t) {
+            const __m512 av = _mm512_load_ps(acts + t * n + k);
+            for (int r = 0; r < R; ++r) acc[r][t] = F16Policy::accumulate(acc[r][t], wv[r], av);
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < T; ++t) task.out[(t0 + t) * task.out_stride + r0 + r] = F16Policy::fold(acc[r][t]);
+}
+
+template <int T>
+void f16_prompt_rows(const MatmulTask& task, const float* acts, std::size_t row_begin, std::size_t row_end, std::size_t t0) {
+    std::size_t r = row_begin;
+    for (; r + kPromptRows <= row_end; r += kPromptRows) f16_prompt_tile<kPromptRows, T>(task, acts, r, t0);
+    for (; r < row_end; ++r) f16_prompt_tile<1, T>(task, acts, r, t0);
+}
+
+template <int T>
+void f16_prompt_rows_up_to(std::size_t tokens, const MatmulTask& task, const float* acts, std::size_t row_begin,
+                           std::size_t row_end, std::size_t t0) {
+    if constexpr (T > 1) {
+        if (tokens < static_cast<std::size_t>(T)) return f16_prompt_rows_up_to<T - 1>(tokens, task, acts, row_begin, row_end, t0);
+    }
+    f16_prompt_rows<T>(task, acts, row_begin, row_end, t0);
+}
+
+// False when a chunk would not fit the pack (rows over 8192 columns) or the order is not
+// the tiled one (columns a multiple of 16 is part of it).
+bool f16_prompt_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
+    const std::size_t n = task.cols;
+    if (task.order != SumOrder::tiled || task.n_tokens < 2 || n % 16 != 0 || n * kPromptTokens > kPromptPackFloats) {
+        return false;
+    }
+    alignas(64) float acts[kPromptPackFloats];
+    for (std::size_t t0 = 0; t0 < task.n_tokens; t0 += kPromptTokens) {
+        const std::size_t tokens = std::min(kPromptTokens, task.n_tokens - t0);
+        for (std::size_t t = 0; t < tokens; ++t) {
+            const auto* a = reinterpret_cast<const std::uint16_t*>(task.acts + (t0 + t) * task.act_row_bytes);
+            for (std::size_t k = 0; k < n; k += 16) _mm512_store_ps(acts + t * n + k, F16Policy::load(a + k));
+        }
+        f16_prompt_rows_up_to<static_cast<int>(kPromptTokens)>(tokens, task, acts, row_begin, row_end, t0);
+    }
+    return true;
+}
+
 }  // namespace
 
 void quantize_row_q8_0(const float* x, BlockQ8_0* y, std::size_t n) {
@@ -97,6 +163,7 @@ void quantize_row_q8_0(const float* x, BlockQ8_0* y, std::size_t n) {
         _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs), quantize16(v0, id));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].qs + 16), quantize16(v1, id));
     }
+
 }
 
 void round_row_f16(const float* x, std::uint16_t* y, std::size_t n) {
@@ -128,7 +195,7 @@ void round_row_bf16(const float* x, std::uint16_t* y, std::size_t n) {
 }
 
 void f16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    avx512_float_matmul_rows<F16Policy>(task, row_begin, row_end);
+    if (!f16_prompt_matmul_rows(task, row_begin, row_end)) avx512_float_matmul_rows<F16Policy>(task, row_begin, row_end);
 }
 void bf16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
     avx512_float_matmul_rows<BF16EmulatedPolicy>(task, row_begin, row_end);

@@ -1,6 +1,6 @@
 // Conversions between F32 and the 16-bit float formats stored in GGUF files
 // (model-math §2.1): exact decodes, and F32 -> F16 rounding to nearest, ties to even,
-// as the F16C instructions llama.cpp uses do.
+// as the F16C instructions llama.cpp uses do (F32 -> BF16 as ggml_fp32_to_bf16).
 #pragma once
 
 #include <bit>
@@ -38,5 +38,14 @@ inline std::uint16_t f32_to_fp16(float f) {
 }
 
 inline float bf16_to_f32(std::uint16_t h) { return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16); }
+
+// §2.1: round to nearest even on the 16 dropped bits; NaN stays NaN (quieted). The fast
+// kernels keep their own copy (kernels/fast/half_precision.hpp): code compiled for a
+// SIMD variant must not share inline functions with the rest of the program.
+inline std::uint16_t f32_to_bf16(float f) {
+    const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40u);
+    return static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
 
 }  // namespace ember::kernels::reference

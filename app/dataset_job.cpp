@@ -14,7 +14,7 @@ extract::DatasetResult execute_dataset_run(const runtime::LoadedModel& model, co
                                         config.model.route, config::config_hash(config), {}};
         runner = std::make_unique<experiments::ExperimentRunner>(
             experiments::specs_from_config(config), info,
-            experiments::RunnerOptions{config.hooks.failure, config.hooks.timeout_ms, {}});
+            experiments::RunnerOptions{config.hooks.failure, config.hooks.timeout_ms, {}, nullptr, {}});
         runner->on_model_loaded(model.model->config());
     }
     options.experiments = runner.get();

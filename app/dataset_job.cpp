@@ -11,7 +11,7 @@ extract::DatasetResult execute_dataset_run(const runtime::LoadedModel& model, co
     std::unique_ptr<experiments::ExperimentRunner> runner;
     if (!config.experiments.empty()) {
         const experiments::RunInfo info{"", config.output.dir.string(), model.path.string(), model.sha256,
-                                        config.model.route, config::config_hash(config), {}};
+                                        config.model.route, config::config_hash(config), {}, {}, {}};
         runner = std::make_unique<experiments::ExperimentRunner>(
             experiments::specs_from_config(config), info,
             experiments::RunnerOptions{config.hooks.failure, config.hooks.timeout_ms, {}, nullptr, {}});

@@ -204,8 +204,9 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     const fs::path report_path = directory ? directory->dir() / "run.json" : fs::path();
 
     experiments::RunInfo info{outcome.run_id, directory ? directory->dir().string() : std::string(), model.path.string(), model.sha256,
-                              config.model.route, config_hash, {}};
+                              config.model.route, config_hash, {}, encoded.text, {}};
     for (std::int32_t id : outcome.prompt_tokens) info.prompt_token_ids.push_back(static_cast<std::uint32_t>(id));
+    for (const tokenizer::Token& t : encoded.tokens) info.prompt_token_spans.push_back({t.start, t.end});
 
     runtime::SessionOptions session_options;
     session_options.route = *runtime::route_from_name(config.model.route);  // the parser checked the name
@@ -316,6 +317,9 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
                 encoded = extract::encode_prompt(model.tokenizer, prompt, config.prompt.add_bos);
                 outcome.prompt_tokens = encoded.ids;
                 runner->set_prompt_tokens({encoded.ids.begin(), encoded.ids.end()});
+                std::vector<ember_token_span> spans;  // the prompt services describe the rewritten text too
+                for (const tokenizer::Token& t : encoded.tokens) spans.push_back({t.start, t.end});
+                runner->set_prompt(encoded.text, {encoded.ids.begin(), encoded.ids.end()}, std::move(spans));
                 if (encoded.ids.size() > session_options.max_batch) {
                     session_options.max_batch = encoded.ids.size();
                     session.emplace(*model.model, session_options);

@@ -98,6 +98,9 @@ struct ExperimentRunner::Site {
 
 ExperimentRunner::ExperimentRunner(const std::vector<ExperimentSpec>& specs, RunInfo run, RunnerOptions options)
     : run_(std::move(run)), options_(std::move(options)) {
+    prompt_text_ = run_.prompt_text;
+    prompt_ids_ = run_.prompt_token_ids;
+    prompt_spans_ = run_.prompt_token_spans;
     timeout_ns_ = static_cast<std::uint64_t>(options_.timeout_ms) * 1'000'000u;
     // Every plugin loads before anything is created: a bad plugin is a configuration error.
     std::vector<std::shared_ptr<const PluginLibrary>> libraries;
@@ -129,7 +132,10 @@ ExperimentRunner::ExperimentRunner(const std::vector<ExperimentSpec>& specs, Run
                                           &e->run_info,
                                           &ExperimentRunner::host_generated_token_ids,
                                           &ExperimentRunner::host_skip_inference,
-                                          &ExperimentRunner::host_rewrite_prompt};
+                                          &ExperimentRunner::host_rewrite_prompt,
+                                          &ExperimentRunner::host_prompt_text,
+                                          &ExperimentRunner::host_prompt_token_ids,
+                                          &ExperimentRunner::host_prompt_token_spans};
         for (StageId stage : e->library->implemented_stages()) e->stages |= hooks::stage_bit(stage);
         entries_.push_back(std::move(e));
     }
@@ -482,6 +488,30 @@ ember_status ExperimentRunner::host_rewrite_prompt(void* host_data, const char* 
         r.rewrite_owner_ = e;
         return static_cast<ember_status>(EMBER_OK);
     });
+}
+
+void ExperimentRunner::set_prompt(std::string text, std::vector<std::uint32_t> ids, std::vector<ember_token_span> spans) {
+    prompt_text_ = std::move(text);
+    prompt_ids_ = std::move(ids);
+    prompt_spans_ = std::move(spans);
+}
+
+std::uint64_t ExperimentRunner::host_prompt_text(void* host_data, const char** text) noexcept {
+    const std::string& prompt = static_cast<const Entry*>(host_data)->runner->prompt_text_;
+    if (text) *text = prompt.c_str();
+    return prompt.size();
+}
+
+std::uint64_t ExperimentRunner::host_prompt_token_ids(void* host_data, const std::uint32_t** ids) noexcept {
+    const std::vector<std::uint32_t>& prompt = static_cast<const Entry*>(host_data)->runner->prompt_ids_;
+    if (ids) *ids = prompt.data();
+    return prompt.size();
+}
+
+std::uint64_t ExperimentRunner::host_prompt_token_spans(void* host_data, const ember_token_span** spans) noexcept {
+    const std::vector<ember_token_span>& prompt = static_cast<const Entry*>(host_data)->runner->prompt_spans_;
+    if (spans) *spans = prompt.data();
+    return prompt.size();
 }
 
 void ExperimentRunner::host_log(void* host_data, std::uint32_t level, const char* message) noexcept {

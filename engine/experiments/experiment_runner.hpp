@@ -67,6 +67,10 @@ struct RunInfo {
     std::string route;
     std::string config_hash;
     std::vector<std::uint32_t> prompt_token_ids;
+    // The prompt services (1.2): its text and each token's byte span (none in a dataset
+    // run, whose samples set_prompt gives).
+    std::string prompt_text;
+    std::vector<ember_token_span> prompt_token_spans;
 };
 
 struct ExperimentSpec {
@@ -199,6 +203,10 @@ public:
     // A token the generation chose (the 1.1 host service generated_token_ids shows them).
     void on_token(std::uint32_t token) { generated_.push_back(token); }
 
+    // The prompt the 1.2 prompt services show from now on (a dataset run's next sample,
+    // before its before_prefill); the run info's prompt_token_ids stay the run's.
+    void set_prompt(std::string text, std::vector<std::uint32_t> ids, std::vector<ember_token_span> spans);
+
     void on_generation_complete(std::size_t generated_tokens, StopReason reason);
 
     // The run failed (for any reason): tells on_error to every experiment still enabled,
@@ -244,6 +252,9 @@ private:
     static ember_status lifecycle_request(void* host_data, std::string_view what, bool LifecyclePolicy::*allowed,
                                           std::optional<Request> ExperimentRunner::*earlier, ember_error_buffer* reason,
                                           Decide&& decide) noexcept;
+    static std::uint64_t host_prompt_text(void* host_data, const char** text) noexcept;
+    static std::uint64_t host_prompt_token_ids(void* host_data, const std::uint32_t** ids) noexcept;
+    static std::uint64_t host_prompt_token_spans(void* host_data, const ember_token_span** spans) noexcept;
 
     RunInfo run_;
     RunnerOptions options_;
@@ -258,6 +269,10 @@ private:
     const Entry* skip_owner_ = nullptr;  // who made each request
     const Entry* rewrite_owner_ = nullptr;
     std::vector<std::uint32_t> rewritten_prompt_ids_;
+    // The current prompt of the prompt services (run_'s until set_prompt).
+    std::string prompt_text_;
+    std::vector<std::uint32_t> prompt_ids_;
+    std::vector<ember_token_span> prompt_spans_;
 
     ember_model_context model_context_{};
     std::vector<ember_layer_context> layer_contexts_;  // per layer: its geometry (execution set per call)

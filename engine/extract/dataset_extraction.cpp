@@ -78,18 +78,22 @@ Prepared prepare(const Request& r, Sample sample, const std::filesystem::path& f
 }
 
 // The arrays every sample's rows go into, from the stages and layers asked for.
-std::vector<ArrayPlan> plan_arrays(const Selection& s, const models::ModelConfig& c) {
+// attention_pattern's width is each sample's own length: its rows are padded with zeros
+// to `longest`, the dataset's longest evaluation.
+std::vector<ArrayPlan> plan_arrays(const Selection& s, const models::ModelConfig& c, std::size_t longest) {
     std::vector<ArrayPlan> out;
     for (hooks::Stage stage : kStages) {
         if (!s.has(stage)) continue;
-        // Its width is each prompt's length: the samples' rows do not stack into one array.
-        if (stage == hooks::Stage::AttentionPattern)
-            throw Error("a dataset run cannot stack attention_pattern (its width is each prompt's length): "
-                        "extract it per prompt");
+        if (stage == hooks::Stage::AttentionPattern) {
+            for (std::uint32_t l : s.layers)
+                out.push_back({fmt::format("{}.layer{}.npy", hooks::stage_name(stage), l), ArrayPlan::Source::Stage, stage,
+                               l, "<f4", longest, c.layers[l].n_head});
+            continue;
+        }
         if (!is_layer_stage(stage)) {
             const std::size_t cols = stage == hooks::Stage::AfterLogits ? c.n_vocab : c.n_embd;
             out.push_back({fmt::format("{}.npy", hooks::stage_name(stage)), ArrayPlan::Source::Stage, stage, std::nullopt,
-                           "<f4", cols});
+                           "<f4", cols, 1});
             continue;
         }
         for (std::uint32_t l : s.layers) {
@@ -98,17 +102,17 @@ std::vector<ArrayPlan> plan_arrays(const Selection& s, const models::ModelConfig
                                      : stage == hooks::Stage::MlpActivation ? std::size_t{L.n_ff}
                                                                             : std::size_t{c.n_embd};
             out.push_back({fmt::format("{}.layer{}.npy", hooks::stage_name(stage), l), ArrayPlan::Source::Stage, stage, l,
-                           "<f4", cols});
+                           "<f4", cols, 1});
         }
     }
     if (s.logits != config::LogitsDump::None)
-        out.push_back({"logits.npy", ArrayPlan::Source::Logits, hooks::Stage::AfterLogits, std::nullopt, "<f4", c.n_vocab});
+        out.push_back({"logits.npy", ArrayPlan::Source::Logits, hooks::Stage::AfterLogits, std::nullopt, "<f4", c.n_vocab, 1});
     if (s.lens_top_k > 0) {
         for (std::uint32_t l : s.layers) {
             out.push_back({fmt::format("logit_lens.layer{}.ids.npy", l), ArrayPlan::Source::LensIds,
-                           hooks::Stage::AfterLayer, l, "<i4", s.lens_top_k});
+                           hooks::Stage::AfterLayer, l, "<i4", s.lens_top_k, 1});
             out.push_back({fmt::format("logit_lens.layer{}.logits.npy", l), ArrayPlan::Source::LensLogits,
-                           hooks::Stage::AfterLayer, l, "<f4", s.lens_top_k});
+                           hooks::Stage::AfterLayer, l, "<f4", s.lens_top_k, 1});
         }
     }
     return out;
@@ -141,6 +145,12 @@ void evaluate_sample(runtime::Session& session, const LoadedModel& model, runtim
     hooks::HookChain chain{runner, &*s.extractor};
     try {
         if (runner) {
+            // The prompt services show this sample's own text and tokens (a target's excluded).
+            std::vector<std::uint32_t> ids(p.evaluated.ids.begin(), p.evaluated.ids.begin() + p.prompt_tokens);
+            std::vector<ember_token_span> spans;
+            for (std::size_t i = 0; i < p.prompt_tokens; ++i)
+                spans.push_back({p.evaluated.tokens[i].start, p.evaluated.tokens[i].end});
+            runner->set_prompt(p.sample.text, std::move(ids), std::move(spans));
             hooks::EvalInfo info;
             info.phase = hooks::Phase::Prefill;
             info.n_tokens = p.evaluated.ids.size();
@@ -168,8 +178,8 @@ public:
         if (logits_stage && !all_logits_) return;
         split(e, v, [&](Extractor& x, const hooks::EvalInfo& i, hooks::TensorView s) { x.stage(stage, i, l, s); });
     }
-    // No attention_pattern: a packed evaluation computes none (models::attend), and a
-    // dataset run refuses the stage (plan_arrays).
+    // No attention_pattern: a packed evaluation computes none (models::attend); a dataset
+    // run that wants it evaluates every sample alone.
     bool wants(hooks::Stage stage) const override {
         if (stage == hooks::Stage::AttentionPattern) return false;
         for (const SampleRows* s : samples_)
@@ -259,6 +269,20 @@ json::object dataset_manifest_arrays(DatasetOutputs& out, const Selection& s, js
         const json::array shape{a.rows(), a.cols()};
         switch (plan.source) {
             case ArrayPlan::Source::Stage:
+                if (plan.stage == hooks::Stage::AttentionPattern) {
+                    tensors.push_back({{"file", plan.name},
+                                       {"stage", hooks::stage_name(plan.stage)},
+                                       {"layer", *plan.layer},
+                                       {"phase", "prefill"},
+                                       {"shape", shape},
+                                       {"dtype", "float32"},
+                                       {"rows_per_row", plan.rows_per_row},
+                                       {"rows", "n_head rows per line of rows.jsonl: row r * n_head + h is head h of row r"},
+                                       {"columns", "KV positions 0 .. n_kv - 1 of the row's own sample (n_kv: its "
+                                                   "evaluated tokens, a target's included), then zeros up to the "
+                                                   "longest sample's"}});
+                    break;
+                }
                 tensors.push_back({{"file", plan.name},
                                    {"stage", hooks::stage_name(plan.stage)},
                                    {"layer", plan.layer ? json::value(*plan.layer) : json::value(nullptr)},
@@ -373,7 +397,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     };
     RunDirectoryWriter writer(config.output.dir, directory_options);
     const std::string run_key = sha256_hex(config::canonical_json(config) + info.sha256);
-    DatasetOutputs out(writer.dir(), plan_arrays(shape, model.model->config()), any_target, run_key);
+    DatasetOutputs out(writer.dir(), plan_arrays(shape, model.model->config(), longest), any_target, run_key);
 
     runtime::SessionOptions session_options;
     session_options.route = *route;
@@ -423,7 +447,8 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
             rows[i].prepared = &batch[i];
             if (batch[i].selection) evaluated.push_back(&rows[i]);
         }
-        if (options.experiments || evaluated.size() == 1) {
+        // A packed evaluation computes no attention pattern (models::attend): then each sample alone too.
+        if (options.experiments || evaluated.size() == 1 || shape.has(hooks::Stage::AttentionPattern)) {
             for (SampleRows* r : evaluated)
                 evaluate_sample(session, model, *route, threads, options.experiments, *r,
                                 sample_name(r->prepared->sample, file));

@@ -256,7 +256,7 @@ public:
     // experiment's request, for an id outside the vocabulary, and in an extraction.
     HostAnswer skip_inference(std::span<const std::uint32_t> ids) const {
         if (!services_ || !EMBER_HAS_FIELD(services_, ember_host_services, skip_inference) || !services_->skip_inference)
-            return {HostAnswer::Refusal::OlderHost, "skip_inference refused: the host (ABI 1.0) does not offer it"};
+            return {HostAnswer::Refusal::OlderHost, "skip_inference refused: this host (an older ABI) does not offer it"};
         return answer([&](ember_error_buffer* reason) {
             return services_->skip_inference(services_->host_data, ids.data(), ids.size(), reason);
         });
@@ -266,10 +266,41 @@ public:
     // tokenized; every call after the before_prefill round sees the new text's tokens.
     HostAnswer rewrite_prompt(std::string_view text) const {
         if (!services_ || !EMBER_HAS_FIELD(services_, ember_host_services, rewrite_prompt) || !services_->rewrite_prompt)
-            return {HostAnswer::Refusal::OlderHost, "rewrite_prompt refused: the host (ABI 1.0) does not offer it"};
+            return {HostAnswer::Refusal::OlderHost, "rewrite_prompt refused: this host (an older ABI) does not offer it"};
         return answer([&](ember_error_buffer* reason) {
             return services_->rewrite_prompt(services_->host_data, text.data(), text.size(), reason);
         });
+    }
+
+    // 1.2: the current prompt (the run's; in a dataset run the current sample's, from its
+    // before_prefill on), valid during the current call. Empty on an older host, and in a
+    // dataset run before the first sample.
+    std::string_view prompt_text() const {
+        if (!services_ || !EMBER_HAS_FIELD(services_, ember_host_services, prompt_text) || !services_->prompt_text)
+            return {};
+        const char* text = nullptr;
+        const std::uint64_t n = services_->prompt_text(services_->host_data, &text);
+        return text ? std::string_view(text, static_cast<std::size_t>(n)) : std::string_view();
+    }
+    std::span<const std::uint32_t> prompt_token_ids() const {
+        if (!services_ || !EMBER_HAS_FIELD(services_, ember_host_services, prompt_token_ids) ||
+            !services_->prompt_token_ids)
+            return {};
+        const std::uint32_t* ids = nullptr;
+        const std::uint64_t n = services_->prompt_token_ids(services_->host_data, &ids);
+        return {ids, ids ? static_cast<std::size_t>(n) : 0};
+    }
+    // Each prompt token's byte span [start, end) in prompt_text(), one per prompt token.
+    std::span<const ember_token_span> prompt_token_spans() const {
+        if (!has_prompt_text()) return {};
+        const ember_token_span* spans = nullptr;
+        const std::uint64_t n = services_->prompt_token_spans(services_->host_data, &spans);
+        return {spans, spans ? static_cast<std::size_t>(n) : 0};
+    }
+    // Whether this host offers the prompt's text and token spans (1.2).
+    bool has_prompt_text() const {
+        return services_ && EMBER_HAS_FIELD(services_, ember_host_services, prompt_token_spans) &&
+               services_->prompt_text && services_->prompt_token_spans;
     }
 
     // A path from this experiment's config, made absolute against the directory of the

@@ -1,4 +1,4 @@
-/* The Ember plugin ABI, version 1.1 (1.0 plus the fields marked 1.1).
+/* The Ember plugin ABI, version 1.2 (1.0 plus the fields marked 1.1 and 1.2).
  *
  * An experiment is a shared object that exports exactly one C function,
  *
@@ -38,7 +38,7 @@ extern "C" {
 /* "EMBR" as it reads in memory on a little-endian machine. */
 #define EMBER_PLUGIN_MAGIC 0x52424D45u
 #define EMBER_PLUGIN_ABI_MAJOR 1u
-#define EMBER_PLUGIN_ABI_MINOR 1u
+#define EMBER_PLUGIN_ABI_MINOR 2u
 #define EMBER_PLUGIN_ENTRY_SYMBOL "ember_plugin_entry"
 /* The host's error buffer holds this many bytes, the terminating NUL included. */
 #define EMBER_ERROR_CAPACITY 1024u
@@ -172,6 +172,13 @@ typedef struct ember_run_info {
     uint64_t prompt_token_count;
 } ember_run_info;
 
+/* 1.2: one prompt token's bytes [start, end) in the prompt's UTF-8 text (start == end for
+ * a token that covers no byte, such as BOS). */
+typedef struct ember_token_span {
+    uint64_t start;
+    uint64_t end;
+} ember_token_span;
+
 /* The host services table handed to create. Valid from create until destroy. */
 typedef struct ember_host_services {
     uint32_t struct_size;
@@ -200,6 +207,17 @@ typedef struct ember_host_services {
      * contexts, run_info's prompt_token_ids) sees the new text's tokens. */
     ember_status (*rewrite_prompt)(void* host_data, const char* text, uint64_t length, ember_error_buffer* reason);
     /* End of the 1.1 lifecycle services. */
+    /* 1.2, the prompt as text (selection specs). Each may be null (an older host): check
+     * EMBER_HAS_FIELD and the pointer. They describe the current prompt: the run's, or in a
+     * dataset run the current sample's (its own text and tokens, a target's excluded, from
+     * its before_prefill to its on_generation_complete; before the first sample, none).
+     * Each stores a pointer valid until the call returns and returns the count. */
+    /* The prompt's UTF-8 bytes (NUL-terminated after `count` bytes). */
+    uint64_t (*prompt_text)(void* host_data, const char** text);
+    /* The prompt's token ids, BOS included when it was added. */
+    uint64_t (*prompt_token_ids)(void* host_data, const uint32_t** ids);
+    /* One span per prompt token, in order: the spans tile prompt_text. */
+    uint64_t (*prompt_token_spans)(void* host_data, const ember_token_span** spans);
 } ember_host_services;
 
 /* The first member of the descriptor. Never changes, whatever the major version. */
@@ -317,10 +335,13 @@ EMBER_STATIC_ASSERT(sizeof(ember_generation_context) == 48, "ember_generation_co
 EMBER_STATIC_ASSERT(offsetof(ember_generation_context, model) == 40, "ember_generation_context layout");
 EMBER_STATIC_ASSERT(sizeof(ember_run_info) == 80, "ember_run_info layout");
 EMBER_STATIC_ASSERT(offsetof(ember_run_info, prompt_token_count) == 72, "ember_run_info layout");
-EMBER_STATIC_ASSERT(sizeof(ember_host_services) == 64, "ember_host_services layout");
+EMBER_STATIC_ASSERT(sizeof(ember_token_span) == 16, "ember_token_span layout");
+EMBER_STATIC_ASSERT(sizeof(ember_host_services) == 88, "ember_host_services layout");
 EMBER_STATIC_ASSERT(offsetof(ember_host_services, generated_token_ids) == 40, "ember_host_services layout");
 EMBER_STATIC_ASSERT(offsetof(ember_host_services, skip_inference) == 48, "ember_host_services layout");
 EMBER_STATIC_ASSERT(offsetof(ember_host_services, rewrite_prompt) == 56, "ember_host_services layout");
+EMBER_STATIC_ASSERT(offsetof(ember_host_services, prompt_text) == 64, "ember_host_services layout");
+EMBER_STATIC_ASSERT(offsetof(ember_host_services, prompt_token_spans) == 80, "ember_host_services layout");
 EMBER_STATIC_ASSERT(offsetof(ember_host_services, run_info) == 32, "ember_host_services layout");
 EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, name) == 16, "ember_plugin_descriptor layout");
 EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, create) == 40, "ember_plugin_descriptor layout");

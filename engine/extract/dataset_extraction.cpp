@@ -13,8 +13,10 @@
 #include "common/sha256.hpp"
 #include "experiments/experiment_runner.hpp"
 #include "extract/dataset.hpp"
+#include "extract/dataset_merge.hpp"
 #include "extract/dataset_outputs.hpp"
 #include "extract/dataset_records.hpp"
+#include "extract/inputs_record.hpp"
 #include "extract/logit_lens.hpp"
 #include "hooks/hook_chain.hpp"
 
@@ -233,12 +235,30 @@ void evaluate_packed(runtime::Session& session, const LoadedModel& model, runtim
     }
 }
 
-void draw_progress(const RunPoint& point, std::size_t total_samples, std::size_t total_tokens, std::size_t tokens_at_start,
-                   double seconds) {
-    const double rate = seconds > 0 ? static_cast<double>(point.tokens - tokens_at_start) / seconds : 0;
-    const double eta = rate > 0 ? static_cast<double>(total_tokens - point.tokens) / rate : 0;
-    fmt::print(stderr, "\r\x1b[Kember: {}/{} samples, {:.0f} tok/s, ETA {:.0f} s", point.samples, total_samples, rate, eta);
+// `done` and `total` count this run's samples and tokens (a shard's own).
+void draw_progress(const RunPoint& done, const RunPoint& total, std::size_t tokens_at_start, double seconds) {
+    const double rate = seconds > 0 ? static_cast<double>(done.tokens - tokens_at_start) / seconds : 0;
+    const double eta = rate > 0 ? static_cast<double>(total.tokens - done.tokens) / rate : 0;
+    fmt::print(stderr, "\r\x1b[Kember: {}/{} samples, {:.0f} tok/s, ETA {:.0f} s", done.samples, total.samples, rate, eta);
 }
+
+RunPoint operator-(const RunPoint& a, const RunPoint& b) {
+    return {a.samples - b.samples, a.rows - b.rows, a.tokens - b.tokens, a.skipped - b.skipped};
+}
+
+RunPoint& operator+=(RunPoint& a, const RunPoint& b) {
+    a.samples += b.samples;
+    a.rows += b.rows;
+    a.tokens += b.tokens;
+    a.skipped += b.skipped;
+    return a;
+}
+
+// One batch of the whole run: its first sample and what it holds.
+struct BatchPlan {
+    std::size_t first_sample = 0;
+    RunPoint count;
+};
 
 json::object dataset_manifest_arrays(DatasetOutputs& out, const Selection& s, json::object& manifest) {
     json::array tensors;
@@ -322,25 +342,51 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     request.output.positions = {config::PositionSelection::Kind::All, {}, {}};
     const Selection shape = resolve(request.output, model.model->config(), 1);
 
-    // Every line read, tokenized and resolved before anything is written.
+    // Every line read, tokenized and resolved before anything is written, and the run's
+    // batches planned: consecutive samples of at most pack_tokens tokens in all (a longer
+    // sample alone), as the loop below evaluates them. A shard is a contiguous range of the
+    // whole run's batches (config/shard.hpp over the batch count), so it evaluates exactly
+    // what the unsharded run evaluates and its rows are the same bits on any route.
     const DatasetInfo info = scan_dataset(file);
-    std::size_t total_tokens = 0, longest = 0;
+    const std::size_t pack_tokens = std::min(batch_tokens, context_length);
+    std::vector<BatchPlan> batches;
+    std::size_t longest = 0;
     bool any_target = false;
     {
         DatasetReader reader(file);
         Sample s;
+        std::size_t fill = 0;
         while (reader.next(s)) {
             any_target |= s.target.has_value();
             const Prepared p = prepare(request, std::move(s), file);
-            total_tokens += p.evaluated.ids.size();
             longest = std::max(longest, p.evaluated.ids.size());
+            const std::size_t n = p.selection ? p.evaluated.ids.size() : 0;
+            if (batches.empty() || fill + n > pack_tokens) {
+                batches.push_back({p.sample.index, {}});
+                fill = 0;
+            }
+            fill += n;
+            RunPoint& counted = batches.back().count;
+            counted.samples += 1;
+            counted.rows += p.selection ? p.selection->positions.size() : 0;
+            counted.tokens += p.evaluated.ids.size();
+            counted.skipped += p.selection ? 0 : 1;
         }
     }
+    const auto [first_batch, end_batch] = config.dataset.shard ? config::shard_range(batches.size(), *config.dataset.shard)
+                                                               : std::pair<std::size_t, std::size_t>{0, batches.size()};
+    const auto batch_start = [&](std::size_t b) { return b < batches.size() ? batches[b].first_sample : info.samples; };
+    const std::size_t begin = batch_start(first_batch), end = batch_start(end_batch);  // this run's samples
+    RunPoint first;  // where this run's samples start: the samples, rows and tokens before them
+    RunPoint total;  // this run's own samples and tokens
+    for (std::size_t b = 0; b < end_batch; ++b) (b < first_batch ? first : total) += batches[b].count;
 
     // One run per directory: an unfinished dataset run (progress.json) is continued in
     // place; a finished or other run is refused, or replaced with [output] overwrite.
     RunDirectoryOptions directory_options;
-    directory_options.overwrite = config.output.overwrite;
+    directory_options.overwrite = config.output.overwrite || options.overwrite;
+    if (options.skip_if_current)
+        directory_options.not_needed = [&](const std::filesystem::path&) { return current_result(config, config::config_hash(config)); };
     directory_options.holder = "ember extract --dataset";
     // (progress.json; or, killed between renaming the files into place and the manifest,
     // a dataset run's records without a manifest: rerun, it is written again whole).
@@ -362,18 +408,20 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     session_options.all_logits = shape.needs_all_logits() || any_target;
     runtime::Session session(*model.model, session_options);
     // A packed evaluation holds its samples' K/V side by side: it fits the context.
-    const std::size_t pack_tokens = std::min(batch_tokens, session.context_length());
+    if (pack_tokens > session.context_length()) throw Error("the batches were planned for a longer context than the session's");
 
     DatasetResult result;
     result.dir = writer.dir();
-    result.resumed_samples = out.resumed_at().samples;
-    RunPoint point = out.resumed_at();
+    RunPoint point = out.resumed() ? out.resumed_at() : first;
+    const RunPoint at_start = point;
+    result.resumed_samples = point.samples - first.samples;
     const auto start = Clock::now();
     const bool progress = options.progress && ::isatty(STDERR_FILENO);
 
     DatasetReader reader(file);
     Sample sample;
-    for (std::size_t i = 0; i < point.samples && reader.next(sample); ++i) {}  // finished by an earlier process
+    for (std::size_t i = 0; i < point.samples && reader.next(sample); ++i) {}  // another shard's, or finished earlier
+    const auto next_sample = [&] { return reader.next(sample) && sample.index < end; };
     DatasetRecords appender(out, model.tokenizer);
     std::optional<Prepared> pending;  // read, but beyond the previous batch
     while (true) {
@@ -381,7 +429,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
         // sample alone); with experiments, each sample still has an evaluation of its own.
         std::vector<Prepared> batch;
         std::size_t tokens = 0;
-        while (pending || reader.next(sample)) {
+        while (pending || next_sample()) {
             Prepared p = pending ? std::move(*pending) : prepare(request, std::move(sample), file);
             pending.reset();
             const std::size_t n = p.selection ? p.evaluated.ids.size() : 0;
@@ -410,7 +458,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
         for (const SampleRows& r : rows) appender.append(r, point);
         out.checkpoint(point);
         ++result.batches;
-        if (progress) draw_progress(point, info.samples, total_tokens, out.resumed_at().tokens,
+        if (progress) draw_progress(point - first, total, (at_start - first).tokens,
                                     std::chrono::duration<double>(Clock::now() - start).count());
         if (options.on_batch) options.on_batch(point.samples);
     }
@@ -418,6 +466,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
 
     // The arrays' headers made true, every file renamed into place, the manifest last.
     out.finish();
+    const RunPoint own = point - first;
     json::object manifest{
         {"schema_version", kManifestSchemaVersion},
         {"kind", "ember.dataset_extraction"},
@@ -440,10 +489,10 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
          {{"path", file.string()},
           {"sha256", info.sha256},
           {"bytes", info.bytes},
-          {"samples", point.samples},
-          {"skipped", point.skipped},
-          {"rows", point.rows},
-          {"tokens", point.tokens}}},
+          {"samples", own.samples},
+          {"skipped", own.skipped},
+          {"rows", own.rows},
+          {"tokens", own.tokens}}},
         {"selection", {{"default", config.dataset.select}, {"on_empty", config.dataset.skip_empty ? "skip" : "error"}}},
         {"batch_tokens", batch_tokens},
         {"model", model_record(model.path, model.file, model.model->config(), model.sha256)},
@@ -452,16 +501,22 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
         {"threads", threads},
         {"config_hash", config::config_hash(config)},
         {"config", config::to_json(config)},
+        {"inputs", inputs_json(collect_inputs(config, model.sha256))},
         {"trace", nullptr},
     };
     dataset_manifest_arrays(out, shape, manifest);
+    if (config.dataset.shard) {  // last: ember merge takes it off
+        manifest["shard"] = shard_record(*config.dataset.shard, info.samples, {begin, end}, batches.size(),
+                                         {first_batch, end_batch}, first.rows, manifest.at("config").as_object(),
+                                         info.sha256, model.sha256);
+    }
     writer.commit(std::move(manifest));
 
-    result.samples = point.samples;
-    result.skipped = point.skipped;
-    result.rows = point.rows;
-    result.tokens = point.tokens;
-    result.tokens_this_run = point.tokens - out.resumed_at().tokens;
+    result.samples = own.samples;
+    result.skipped = own.skipped;
+    result.rows = own.rows;
+    result.tokens = own.tokens;
+    result.tokens_this_run = point.tokens - at_start.tokens;
     result.arrays = out.plans().size() + (any_target ? 1 : 0);
     result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return result;

@@ -62,6 +62,8 @@ static_assert(sizeof(ember_plugin_descriptor) == 176);
 static_assert(offsetof(ember_execution_context, decode_step) == 40);
 static_assert(offsetof(ember_layer_context, n_head) == 16);
 static_assert(offsetof(ember_host_services, generated_token_ids) == 40);
+static_assert(offsetof(ember_host_services, skip_inference) == 48);
+static_assert(offsetof(ember_host_services, rewrite_prompt) == 56);
 static_assert(sizeof(ember_tensor) == 32 && offsetof(ember_tensor, rows) == 8 && offsetof(ember_tensor, cols) == 16);
 static_assert(offsetof(ember_execution_context, start_position) == 8);
 static_assert(offsetof(ember_execution_context, input_token_count) == 16);

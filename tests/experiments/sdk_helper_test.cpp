@@ -257,3 +257,39 @@ TEST_CASE("ExperimentConfig: typed getters with defaults, raw JSON, and a strict
     CHECK_THROWS_WITH_AS(ember::JsonValue::parse("1e999"), "config JSON: number out of range at byte 5",
                          ember::ConfigError);
 }
+
+namespace {
+
+std::uint32_t last_skip_first_id = 0;
+ember_status refuse_skip(void*, const std::uint32_t* ids, std::uint64_t count, ember_error_buffer* reason) {
+    last_skip_first_id = count > 0 ? ids[0] : 0;
+    ember_error_set(reason, "skip_inference refused: it is accepted only during before_prefill");
+    return EMBER_REFUSED_STAGE;
+}
+ember_status accept_rewrite(void*, const char*, std::uint64_t, ember_error_buffer*) { return EMBER_OK; }
+
+}  // namespace
+
+TEST_CASE("the 1.1 lifecycle helpers: the host's answer and reason, and a refusal by a 1.0 host's smaller table") {
+    FakeHost host;
+    // A 1.0 host's table ends before generated_token_ids: nothing beyond it is read.
+    host.services.struct_size = offsetof(ember_host_services, generated_token_ids);
+    host.services.skip_inference = refuse_skip;  // lies beyond the declared size: never called
+    const std::uint32_t ids[] = {7, 8};
+    ember::HostAnswer older = ember::Host(&host.services).skip_inference(ids);
+    CHECK(older.refusal() == ember::HostAnswer::Refusal::OlderHost);
+    CHECK(older.reason() == "skip_inference refused: this host (an older ABI) does not offer it");
+    CHECK(!older.status().ok());
+    CHECK(last_skip_first_id == 0);
+
+    host.services.struct_size = sizeof(ember_host_services);
+    host.services.rewrite_prompt = accept_rewrite;
+    const ember::HostAnswer refused = ember::Host(&host.services).skip_inference(ids);
+    CHECK(last_skip_first_id == 7);
+    CHECK(refused.refusal() == ember::HostAnswer::Refusal::WrongStage);
+    CHECK(refused.status().message() == "skip_inference refused: it is accepted only during before_prefill");
+    const ember::HostAnswer accepted = ember::Host(&host.services).rewrite_prompt("مرحبا");
+    CHECK(accepted.accepted());
+    CHECK(accepted.reason().empty());
+    CHECK(accepted.status().ok());
+}

@@ -75,7 +75,7 @@ KernelSet avx2_set() {
     return k;
 }
 
-// AVX-512 F/BW/VL/DQ kernels; without VNNI the Q8_0, Q4_0 and Q5_0 products are the AVX2 (Q5_0: portable) ones, without
+// AVX-512 F/BW/VL/DQ kernels; without VNNI the Q8_0, Q4_0, Q4_K and Q6_K products are the AVX2 (Q5_0: portable) ones, without
 // AVX512_BF16 the BF16 product converts to F32 and uses FMA.
 KernelSet avx512_set(const CpuFeatures& f) {
     KernelSet k = avx2_set();
@@ -95,6 +95,8 @@ KernelSet avx512_set(const CpuFeatures& f) {
         set_matmul(k, GgmlType::Q8_0, avx512_vnni::q8_0_matmul_rows);
         set_matmul(k, GgmlType::Q4_0, avx512_vnni::q4_0_matmul_rows);
         set_matmul(k, GgmlType::Q5_0, avx512_vnni::q5_0_matmul_rows);
+        set_matmul(k, GgmlType::Q4_K, avx512_vnni::q4_k_matmul_rows);
+        set_matmul(k, GgmlType::Q6_K, avx512_vnni::q6_k_matmul_rows);
     }
     if (f.avx512bf16) set_matmul(k, GgmlType::BF16, avx512_bf16::bf16_matmul_rows);
     if (f.avx512vnni && f.avx512bf16) k.description = "avx512+vnni+bf16";

@@ -85,6 +85,9 @@ namespace avx512_vnni {  // avx512 flags + -mavx512vnni
 void q8_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void q4_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void q5_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+// avx512_vnni_kquants.cpp: the same bits as the scalar products of these formats
+void q4_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q6_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 }  // namespace avx512_vnni
 
 namespace avx512_bf16 {  // avx512 flags + -mavx512bf16

@@ -3,13 +3,13 @@
 //               [--logit-lens K] [--no-bos] [--trace FILE] [--json]
 //               [the model options: --route --threads --ctx --kv-type --arch]
 // ember extract --model MODEL --dataset FILE --out DIR [--select SPEC] [--on-empty error|skip]
-//               [--batch-tokens N] [--experiment P.so]... [the options above but --prompt/--file]
-// ember extract CONFIG.toml [--json]
+//               [--batch-tokens N] [--experiment P.so]... [--shard K/N] [the options above but --prompt/--file]
+// ember extract CONFIG.toml [--shard K/N] [--json]
 // Runs the prompt through the model once (prefill) and writes the chosen hidden states
 // as .npy files with a sealed manifest.json (docs/extraction.md, docs/formats.md). With a
-// dataset, every sample's selected rows are stacked into one array per (stage, layer). The
-// options and the run config's [output] and [dataset] sections are two spellings of the
-// same request.
+// dataset, every sample's selected rows are stacked into one array per (stage, layer); with
+// --shard K/N only shard K's samples (`ember merge` joins the shards). The options and the
+// run config's [output] and [dataset] sections are two spellings of the same request.
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -18,10 +18,10 @@
 #include "commands.hpp"
 #include "common/error.hpp"
 #include "config/run_config.hpp"
-#include "experiments/experiment_runner.hpp"
-#include "extract/dataset_extraction.hpp"
+#include "dataset_job.hpp"
 #include "extract/extraction.hpp"
 #include "extract/selection.hpp"
+#include "sweep_shard.hpp"
 
 namespace ember::app {
 namespace {
@@ -65,6 +65,7 @@ config::RunConfig config_from_options(const po::variables_map& vm) {
         const std::string on_empty = vm["on-empty"].as<std::string>();
         if (on_empty != "error" && on_empty != "skip") throw UsageError("--on-empty must be error or skip");
         c.dataset.skip_empty = on_empty == "skip";
+        if (vm.count("shard")) c.dataset.shard = parse_shard(vm["shard"].as<std::string>(), "ember extract");
     } else if (vm.count("select")) {
         extract::parse_select(vm["select"].as<std::string>(), c.output);
     } else {
@@ -97,26 +98,9 @@ config::RunConfig config_from_options(const po::variables_map& vm) {
 
 // Experiments on a dataset: loaded once, called per sample (docs/extraction.md).
 int run_dataset(const extract::LoadedModel& model, const config::RunConfig& config, bool json) {
-    std::unique_ptr<experiments::ExperimentRunner> runner;
-    if (!config.experiments.empty()) {
-        const experiments::RunInfo info{"", config.output.dir.string(), model.path.string(), model.sha256,
-                                        config.model.route, config::config_hash(config), {}};
-        runner = std::make_unique<experiments::ExperimentRunner>(
-            experiments::specs_from_config(config), info,
-            experiments::RunnerOptions{config.hooks.failure, config.hooks.timeout_ms, {}});
-        runner->on_model_loaded(model.model->config());
-    }
     extract::DatasetRunOptions options;
     options.progress = !json;
-    options.experiments = runner.get();
-    extract::DatasetResult r;
-    try {
-        r = extract::run_dataset_extraction(model, config, options);
-    } catch (...) {
-        if (runner) runner->finish();
-        throw;
-    }
-    if (runner) runner->finish();
+    const extract::DatasetResult r = execute_dataset_run(model, config, options);
     const double seconds = std::max(r.seconds, 1e-9);
     if (json) {
         print_json(boost::json::object{{"dir", r.dir.string()},
@@ -138,6 +122,19 @@ int run_dataset(const extract::LoadedModel& model, const config::RunConfig& conf
     return kExitOk;
 }
 
+// `ember extract CONFIG --shard K/N`: the run `ember sweep` makes of shard K (sweep_shard.hpp).
+config::RunConfig shard_of_config(config::RunConfig config, Shard shard) {
+    const std::string name = config.source.string();
+    if (!config.dataset.path) throw UsageError(fmt::format("ember extract: --shard K/N goes with a dataset run; {} has none", name));
+    if (config.dataset.shard)
+        throw UsageError(fmt::format("ember extract: {} is shard {} already (dataset.shard)", name,
+                                     config::shard_text(*config.dataset.shard)));
+    if (config.dataset.shards > 1 && config.dataset.shards != shard.count)
+        throw UsageError(fmt::format("ember extract: --shard {} is not one of the dataset.shards = {} of {}",
+                                     config::shard_text(shard), config.dataset.shards, name));
+    return dataset_shard_config(std::move(config), shard);
+}
+
 }  // namespace
 
 int run_extract(const std::vector<std::string>& args) {
@@ -157,6 +154,7 @@ int run_extract(const std::vector<std::string>& args) {
         ("batch-tokens", po::value<long long>()->default_value(0), "dataset: tokens per evaluation (0: the default)")
         ("on-empty", po::value<std::string>()->default_value("error"), "dataset: a sample selecting nothing: error|skip")
         ("experiment", po::value<std::vector<std::string>>(), "dataset: an experiment plugin (.so), per sample; repeatable")
+        ("shard", po::value<std::string>(), "dataset: only shard K of N of the samples (K/N, K from 0); ember merge joins them")
         ("trace", po::value<std::string>(), "also write the operation journal to FILE")
         ("json", po::bool_switch(), "print a JSON summary")
         ("overwrite", po::bool_switch(), "replace an earlier run in the output directory (as [output] overwrite = true)")
@@ -169,12 +167,15 @@ int run_extract(const std::vector<std::string>& args) {
     config::RunConfig config;
     if (vm.count("config")) {
         for (const auto& [option, value] : vm) {
-            if (option != "config" && option != "json" && option != "overwrite" && !value.defaulted())
+            if (option != "config" && option != "json" && option != "overwrite" && option != "shard" && !value.defaulted())
                 throw UsageError(fmt::format("ember extract: --{} cannot be combined with a run config (set it there)", option));
         }
         config = config::load_run_config(vm["config"].as<std::string>());
         config.output.extract = true;
+        // (dataset.shards = N says how ember sweep splits the run; run here, it is done whole.)
+        if (vm.count("shard")) config = shard_of_config(std::move(config), parse_shard(vm["shard"].as<std::string>(), "ember extract"));
     } else {
+        if (vm.count("shard") && !vm.count("dataset")) throw UsageError("ember extract: --shard K/N goes with --dataset");
         config = config_from_options(vm);
     }
 

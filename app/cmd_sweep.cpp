@@ -8,7 +8,8 @@
 // their error. It goes on after a failed run; exit status 1 if any run failed, 0
 // otherwise (skipped runs are not failures), 2 for bad usage. --list prints the runs
 // without running them, --collect reads their results from their output directories,
-// --slurm writes (and with --submit submits) the sweep as a Slurm job array.
+// --slurm writes (and with --submit submits) the sweep as a Slurm job array. A dataset run
+// with [dataset] shards = N is N runs; a whole sweep (and the Slurm final job) merges them.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -26,13 +27,14 @@
 namespace ember::app {
 namespace {
 
-// "\r[3/10] 2 ok, 1 failed, 0 skipped; running a.toml" rewritten in place.
+// "\r[3/10] 2 ok, 1 failed, 0 skipped; last started a.toml" rewritten in place.
 class ProgressLine {
 public:
     explicit ProgressLine(bool enabled) : enabled_(enabled) {}
     bool enabled() const { return enabled_; }
-    void started(const std::filesystem::path& config) {
-        running_ = config.filename().string();
+    // A grid run or a shard by its name (its config is the grid file), a config by its file name.
+    void started(const SweepRun& run) {
+        running_ = run.name.empty() ? run.config.filename().string() : run.name;
         show();
     }
     void finished(const SweepRun& run, std::size_t done, std::size_t total) {
@@ -99,7 +101,8 @@ int list_runs(const std::vector<SweepInput>& inputs, std::size_t first) {
         try {
             config::LoadOptions load;
             load.defaults_file = defaults;
-            const config::RunConfig c = input.expanded ? *input.expanded : config::load_run_config(input.config, load);
+            config::RunConfig c = input.expanded ? *input.expanded : config::load_run_config(input.config, load);
+            if (c.dataset.path) c.output.extract = true;  // as the sweep runs it
             fmt::print("{:>5}  {}  {}  -> {}\n", first + i, config::config_hash(c).substr(0, 12),
                        input.name.empty() ? input.config.string() : input.name, c.output.dir.string());
         } catch (const std::exception& e) {
@@ -184,12 +187,15 @@ int run_sweep(const std::vector<std::string>& args) {
         if (jobs != 1) plan.sweep_options.push_back(fmt::format("--jobs {}", jobs));
         if (vm["force"].as<bool>()) plan.sweep_options.push_back("--force");
         plan.summary = summary.empty() ? plan.dir / "summary.csv" : absolute(summary);
+        for (const DatasetMerge& m : dataset_merges(inputs)) plan.merges.push_back({m.shards, m.unsharded.output.dir});
         const SlurmScripts scripts = write_slurm_scripts(plan);
         fmt::print("{}\n{}\n", scripts.sweep.string(), scripts.summary.string());
         if (vm["submit"].as<bool>()) {
             const SlurmJobs submitted = submit_slurm(scripts);
-            fmt::print("sweep job {} ({} tasks)\nsummary job {} (afterok:{}), writing {}\n", submitted.sweep, plan.shards,
-                       submitted.summary, submitted.sweep, plan.summary.string());
+            fmt::print("sweep job {} ({} tasks)\nsummary job {} (afterok:{}), {}writing {}\n", submitted.sweep, plan.shards,
+                       submitted.summary, submitted.sweep,
+                       plan.merges.empty() ? "" : fmt::format("merging {} sharded dataset run(s), ", plan.merges.size()),
+                       plan.summary.string());
         }
         return kExitOk;
     }
@@ -198,7 +204,7 @@ int run_sweep(const std::vector<std::string>& args) {
     SweepOptions sweep;
     sweep.jobs = static_cast<std::size_t>(jobs);
     sweep.force = vm["force"].as<bool>();
-    sweep.on_run_start = [&](const std::filesystem::path& config) { progress.started(config); };
+    sweep.on_run_start = [&](const SweepRun& run) { progress.started(run); };
     sweep.on_run_done = [&](const SweepRun& run, std::size_t done, std::size_t total) {
         progress.finished(run, done, total);
         if (run.outcome == SweepOutcome::Failed)
@@ -210,7 +216,11 @@ int run_sweep(const std::vector<std::string>& args) {
 
     print_table(runs);
     write_summary(summary, runs);
-    return report_counts(runs);
+    const int status = report_counts(runs);
+    // The whole sweep ran here: its sharded dataset runs are merged (a --shard K/N task
+    // leaves that to the final job, docs/sweep.md).
+    const std::size_t unmerged = vm.count("shard") ? 0 : merge_sweep_datasets(inputs, runs);
+    return unmerged > 0 ? kExitFailure : status;
 }
 
 }  // namespace ember::app

@@ -28,8 +28,35 @@ namespace json = boost::json;
 namespace fs = std::filesystem;
 
 experiments::StopReason experiment_stop_reason(runtime::StopReason reason) {
-    return reason == runtime::StopReason::MaxTokens ? experiments::StopReason::MaxTokens
-                                                    : experiments::StopReason::EndOfGeneration;
+    switch (reason) {
+        case runtime::StopReason::MaxTokens: return experiments::StopReason::MaxTokens;
+        case runtime::StopReason::EndOfGeneration: return experiments::StopReason::EndOfGeneration;
+        case runtime::StopReason::Skipped: return experiments::StopReason::Skipped;
+    }
+    return experiments::StopReason::MaxTokens;
+}
+
+// What the lifecycle services may do in this run: an extraction needs the evaluation.
+experiments::LifecyclePolicy lifecycle_policy(const config::RunConfig& config, const LoadedModel& model) {
+    experiments::LifecyclePolicy policy;
+    policy.allow_skip = policy.allow_rewrite = !config.output.extract;
+    policy.refusal = "an extraction ([output] extract = true) needs the evaluated prompt's activations";
+    policy.max_supplied_tokens = config.generation.max_tokens;
+    policy.vocabulary_size = static_cast<std::uint32_t>(
+        std::min<std::size_t>(model.tokenizer.vocab_size(), model.model->config().n_vocab));
+    return policy;
+}
+
+// A skipped run's result: the supplied ids, each told to `on_token` as a generated one would be.
+runtime::GenerationResult supplied_result(const std::vector<std::uint32_t>& ids,
+                                          const std::function<void(std::int32_t)>& on_token) {
+    runtime::GenerationResult result;
+    result.stop_reason = runtime::StopReason::Skipped;
+    for (std::uint32_t id : ids) {
+        result.tokens.push_back(static_cast<std::int32_t>(id));
+        on_token(static_cast<std::int32_t>(id));
+    }
+    return result;
 }
 
 // What run.json holds (docs/run-config.md, "run.json"); `result` is null for a failed run.
@@ -98,11 +125,22 @@ json::object report_json(const ReportParts& p, const experiments::RunnerSnapshot
         {"generated", std::move(generated)},
         {"timings", std::move(timings)},
         {"trace", trace_json(p.trace)},
+        {"lifecycle", lifecycle_json(p.outcome.lifecycle)},
         {"experiments", experiments::experiments_report(experiments)},
     };
 }
 
 }  // namespace
+
+boost::json::object lifecycle_json(const Lifecycle& l) {
+    json::value rewrite = nullptr;
+    if (!l.rewritten_by.empty())
+        rewrite = json::object{
+            {"experiment", l.rewritten_by}, {"original_text", valid_utf8(l.original_prompt)}, {"text", l.prompt}};
+    return {{"result", l.skipped_by.empty() ? "computed" : "supplied"},
+            {"skipped_by", l.skipped_by.empty() ? json::value(nullptr) : json::value(l.skipped_by)},
+            {"prompt_rewrite", std::move(rewrite)}};
+}
 
 boost::json::object model_json(const LoadedModel& model) {
     const models::ModelConfig& c = model.model->config();
@@ -143,8 +181,8 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     outcome.route = config.model.route;
     outcome.config_hash = config_hash;
     outcome.threads = extract::effective_threads(config.model.threads);
-    const std::string prompt = extract::read_prompt(config.prompt);
-    const extract::EncodedPrompt encoded = extract::encode_prompt(model.tokenizer, prompt, config.prompt.add_bos);
+    std::string prompt = extract::read_prompt(config.prompt);  // an experiment may rewrite it (before_prefill)
+    extract::EncodedPrompt encoded = extract::encode_prompt(model.tokenizer, prompt, config.prompt.add_bos);
     outcome.prompt_tokens = encoded.ids;
     // An extraction's layers and positions are checked before anything is written.
     std::optional<extract::Extractor> extractor;
@@ -166,8 +204,9 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     const fs::path report_path = directory ? directory->dir() / "run.json" : fs::path();
 
     experiments::RunInfo info{outcome.run_id, directory ? directory->dir().string() : std::string(), model.path.string(), model.sha256,
-                              config.model.route, config_hash, {}};
+                              config.model.route, config_hash, {}, encoded.text, {}};
     for (std::int32_t id : outcome.prompt_tokens) info.prompt_token_ids.push_back(static_cast<std::uint32_t>(id));
+    for (const tokenizer::Token& t : encoded.tokens) info.prompt_token_spans.push_back({t.start, t.end});
 
     runtime::SessionOptions session_options;
     session_options.route = *runtime::route_from_name(config.model.route);  // the parser checked the name
@@ -256,22 +295,48 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
         if (!config.experiments.empty()) {
             runner = std::make_unique<experiments::ExperimentRunner>(
                 experiments::specs_from_config(config), info,
-                experiments::RunnerOptions{config.hooks.failure, config.hooks.timeout_ms, {}, options.progress});
+                experiments::RunnerOptions{config.hooks.failure, config.hooks.timeout_ms, {}, options.progress,
+                                           lifecycle_policy(config, model)});
             runner->on_model_loaded(model_config);
             token_sink = runner.get();
         }
-        runtime::Session session(*model.model, session_options);
-        outcome.variant = session.backend().variant();
+        std::optional<runtime::Session> session(std::in_place, *model.model, session_options);
+        outcome.variant = session->backend().variant();
         stage = "generation";
         if (runner) {
             hooks::EvalInfo prefill;
             prefill.n_tokens = outcome.prompt_tokens.size();
             prefill.tracing = session_options.observer != nullptr;
             runner->before_prefill(prefill);
+            // A rewritten prompt is tokenized now; everything after before_prefill sees its tokens.
+            if (const auto& rewrite = runner->rewrite()) {
+                outcome.lifecycle.rewritten_by = rewrite->experiment;
+                outcome.lifecycle.original_prompt = prompt;
+                outcome.lifecycle.prompt = rewrite->text;
+                prompt = rewrite->text;
+                encoded = extract::encode_prompt(model.tokenizer, prompt, config.prompt.add_bos);
+                outcome.prompt_tokens = encoded.ids;
+                runner->set_prompt_tokens({encoded.ids.begin(), encoded.ids.end()});
+                std::vector<ember_token_span> spans;  // the prompt services describe the rewritten text too
+                for (const tokenizer::Token& t : encoded.tokens) spans.push_back({t.start, t.end});
+                runner->set_prompt(encoded.text, {encoded.ids.begin(), encoded.ids.end()}, std::move(spans));
+                if (encoded.ids.size() > session_options.max_batch) {
+                    session_options.max_batch = encoded.ids.size();
+                    session.emplace(*model.model, session_options);
+                }
+            }
+            if (runner->skip()) outcome.lifecycle.skipped_by = runner->skip()->experiment;
+            if (outcome.lifecycle.changed() && options.on_lifecycle) options.on_lifecycle(outcome.lifecycle);
         }
-        // No runner and no extraction: no hooks, so the session runs the DisabledHooks forward pass.
-        hooks::HookChain chain{runner.get(), extractor ? &*extractor : nullptr};
-        outcome.result = runtime::generate(session, outcome.prompt_tokens, generation, is_end, on_token, chain.simplest());
+        if (runner && runner->skip()) {
+            // Skipped: nothing is evaluated and no stage fires; the supplied ids are the result.
+            outcome.result = supplied_result(runner->skip()->ids, on_token);
+        } else {
+            // No runner and no extraction: no hooks, so the session runs the DisabledHooks forward pass.
+            hooks::HookChain chain{runner.get(), extractor ? &*extractor : nullptr};
+            outcome.result =
+                runtime::generate(*session, outcome.prompt_tokens, generation, is_end, on_token, chain.simplest());
+        }
         if (runner) {
             runner->on_generation_complete(outcome.result.tokens.size(),
                                            experiment_stop_reason(outcome.result.stop_reason));
@@ -301,6 +366,7 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
         record.trace = outcome.trace;
         record.inputs = inputs_record;
         record.threads = outcome.threads;
+        if (outcome.lifecycle.changed()) record.lifecycle = lifecycle_json(outcome.lifecycle);
         extract::write_extraction(*directory, extractor ? &*extractor : nullptr, model, encoded, record,
                                   session_options.route, outcome.threads, [&] {
                                       stage = "run.json";

@@ -9,7 +9,9 @@
 // directory holding an earlier run is refused, or with overwrite replaced by a staging
 // directory swapped in at the end; extract/run_directory.hpp); the composed experiments
 // are loaded and created; on_model_loaded; the session (with the trace journal when
-// [tracing] asks); before_prefill; the generation loop (the experiments, then the
+// [tracing] asks); before_prefill (where an experiment may rewrite the prompt, which is
+// then tokenized again, or skip the inference: its ids are the result, nothing is
+// evaluated); the generation loop (the experiments, then the
 // extraction when [output] extract = true, at every stage site); on_generation_complete;
 // the instances are destroyed; the journal is finished; the extraction's arrays are
 // written, then run.json, then manifest.json last, which lists every file of the
@@ -57,6 +59,20 @@ using runtime::LoadedModel;  // one model may serve several runs (sweeps)
 // "auto" -> nullopt, else the family of that name (the config parser checked it).
 std::optional<models::Family> family_from_config(const config::RunConfig& config);
 
+// What the experiments' 1.1 lifecycle requests changed (docs/experiments.md, "Skipping and
+// rewriting"); run.json's "lifecycle", the manifest's too when anything changed.
+struct Lifecycle {
+    std::string skipped_by;       // the experiment that supplied the result; empty: computed
+    std::string rewritten_by;     // the experiment that rewrote the prompt; empty: not rewritten
+    std::string original_prompt;  // set with rewritten_by: the text before the rewrite
+    std::string prompt;           // set with rewritten_by: the text the run's tokens were made from
+
+    bool changed() const { return !skipped_by.empty() || !rewritten_by.empty(); }
+};
+// {"result": "computed"|"supplied", "skipped_by": NAME|null,
+//  "prompt_rewrite": null|{"experiment": NAME, "original_text": ..., "text": ...}}
+boost::json::object lifecycle_json(const Lifecycle& lifecycle);
+
 struct RunOptions {
     std::function<void(std::int32_t)> on_token;  // each generated token as soon as it is chosen
     // An observer that sees every operation of the run instead of the journal that
@@ -73,6 +89,9 @@ struct RunOptions {
     // Set in a supervised worker (supervised_run.hpp): the run happens in this process and
     // the runner publishes each stage it enters here.
     experiments::StageRecord* progress = nullptr;
+    // Called once after the before_prefill round when an experiment skipped or rewrote
+    // (the worker tells its supervisor, whose crash record then says so).
+    std::function<void(const Lifecycle&)> on_lifecycle;
 };
 
 struct RunOutcome {
@@ -88,6 +107,7 @@ struct RunOutcome {
     std::size_t arrays = 0;                      // [output] extract: .npy files written
     std::filesystem::path manifest;              // the output directory's manifest.json
     std::string config_hash;
+    Lifecycle lifecycle;
 };
 
 RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model, const RunOptions& options = {});

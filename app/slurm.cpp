@@ -126,16 +126,26 @@ SlurmScripts write_slurm_scripts(const SlurmPlan& plan) {
                              plan.runs, plan.shards, plan.shards, plan.shards, quoted(scripts.sweep.string()),
                              quoted(scripts.summary.string()), name, plan.shards - 1,
                              (plan.dir / "shard-%a.out").string(), options, sweep_command(plan, task_options)));
+    std::string merges;
+    for (const SlurmMerge& m : plan.merges) {
+        std::string command = quoted(plan.ember.string()) + " merge --overwrite";
+        for (const fs::path& shard : m.shards) command.append(" ").append(quoted(shard.string()));
+        merges += fmt::format("{} --out {} || exit 1\n", command, quoted(m.out.string()));
+    }
+    if (!merges.empty())
+        merges = "# The dataset runs done as shards, each joined into one sealed directory (ember merge).\n" + merges;
     write_script(scripts.summary,
                  fmt::format("#!/bin/bash\n"
                              "# Written by `ember sweep --slurm` (docs/sweep.md): after every task of sweep.sbatch has\n"
-                             "# succeeded, the summary of all {} runs, read from their output directories.\n"
+                             "# succeeded, {}the summary of all {} runs, read from their output directories.\n"
                              "#SBATCH --job-name=ember-{}-summary\n"
                              "#SBATCH --output={}\n"
                              "{}"
                              "set -u\n"
+                             "{}"
                              "exec {}\n",
-                             plan.runs, name, (plan.dir / "summary.out").string(), options,
+                             plan.merges.empty() ? "" : "the merge of the sharded dataset runs, then ", plan.runs,
+                             name, (plan.dir / "summary.out").string(), options, merges,
                              sweep_command(plan, {"--collect", "--summary " + quoted(plan.summary.string())})));
     return scripts;
 }

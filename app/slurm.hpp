@@ -2,7 +2,9 @@
 // meant to be read and edited for a cluster: sweep.sbatch, a job array of N tasks where
 // task K runs `ember sweep --shard K/N` on the same arguments, and summary.sbatch, which
 // runs `ember sweep --collect --summary FILE` once every task has succeeded. Ember talks
-// to Slurm only through the `sbatch` command (found on PATH), nothing else.
+// to Slurm only through the `sbatch` command (found on PATH), nothing else. A sweep with
+// sharded dataset runs ([dataset] shards = N) has their shards among the array's runs, and
+// summary.sbatch first joins each one's shards with `ember merge`.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +13,12 @@
 #include <vector>
 
 namespace ember::app {
+
+// A dataset run done as shards: the final job joins them (`ember merge --overwrite`).
+struct SlurmMerge {
+    std::vector<std::filesystem::path> shards;  // the shard directories, in order
+    std::filesystem::path out;                  // the merged run's directory
+};
 
 struct SlurmPlan {
     std::filesystem::path dir;                // where the scripts and the tasks' logs go
@@ -21,6 +29,7 @@ struct SlurmPlan {
     std::vector<std::string> options;         // --slurm-opt values: one `#SBATCH ARG` line each, in both scripts
     std::vector<std::string> sweep_options;   // passed to every task's `ember sweep` (--jobs N, --force)
     std::filesystem::path summary;            // the summary file the final job writes (.csv or .json)
+    std::vector<SlurmMerge> merges;           // the final job's merges, before the summary
 };
 
 struct SlurmScripts {

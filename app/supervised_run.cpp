@@ -204,7 +204,8 @@ void remove_leftovers(const config::RunConfig& config, pid_t pid) {
 
 void write_crash_report(const config::RunConfig& config, const LoadedModel& model, const std::string& run_id,
                         const Crash& crash, const experiments::StageRecord& record,
-                        const std::vector<std::int32_t>& generated, double total_ms, bool overwrite) {
+                        const std::vector<std::int32_t>& generated, const Lifecycle& lifecycle, double total_ms,
+                        bool overwrite) {
     // The worker is dead, so its lock is gone. The crash record replaces what it left (a
     // crashed run is never sealed; its half-written files, staging directory and
     // temporaries go), unless the directory holds another, earlier run it was not allowed
@@ -234,6 +235,7 @@ void write_crash_report(const config::RunConfig& config, const LoadedModel& mode
         {"hooks", "active"},
         {"generated", {{"tokens", json::array(generated.begin(), generated.end())}, {"stop_reason", nullptr}}},
         {"timings", {{"load_ms", model.load_ms}, {"total_ms", total_ms}}},
+        {"lifecycle", lifecycle_json(lifecycle)},
     };
     write_file_atomically(directory.dir() / "run.json", pretty_json(report) + "\n");
     directory.publish();
@@ -273,6 +275,7 @@ RunOutcome supervise_run(const config::RunConfig& config, const LoadedModel& mod
     const std::int64_t started_ns = now_ns();
 
     std::vector<std::int32_t> generated;
+    Lifecycle lifecycle;  // what the worker said its experiments changed ("l" line)
     std::optional<Final> final;
     std::string timed_out;  // the limit that ended it
     double stage_ms = 0;
@@ -294,6 +297,16 @@ RunOutcome supervise_run(const config::RunConfig& config, const LoadedModel& mod
                     const std::int32_t token = std::stoi(std::string(line.substr(2)));
                     generated.push_back(token);
                     if (options.on_token) options.on_token(token);
+                    continue;
+                }
+                if (line.starts_with("l ")) {
+                    boost::system::error_code ec;
+                    const json::value body = json::parse(line.substr(2), ec);
+                    try {
+                        if (!ec) lifecycle = lifecycle_from_message(body);
+                    } catch (const std::exception&) {
+                        // Not the worker's line (plugin code writing to the pipe): ignored.
+                    }
                     continue;
                 }
                 const std::size_t space = line.find(' ');
@@ -333,7 +346,8 @@ RunOutcome supervise_run(const config::RunConfig& config, const LoadedModel& mod
     const Crash crash = describe_crash(record, status, timed_out, config.hooks, ms_since(start), stage_ms);
     remove_leftovers(config, worker.pid());
     try {
-        write_crash_report(config, model, run_id, crash, record, generated, ms_since(start), options.overwrite);
+        write_crash_report(config, model, run_id, crash, record, generated, lifecycle, ms_since(start),
+                           options.overwrite);
     } catch (const std::exception& e) {
         fmt::print(stderr, "ember: {} was not written: {}\n", (config.output.dir / "run.json").string(), e.what());
     }
@@ -400,6 +414,9 @@ void run_worker() {
         options.overwrite = input->overwrite;
         options.skip_if_current = input->skip_if_current;
         options.on_token = [&](std::int32_t token) { control.line(fmt::format("t {}", token)); };
+        options.on_lifecycle = [&](const Lifecycle& l) {
+            control.line("l " + json::serialize(lifecycle_message(l)));
+        };
         const RunOutcome outcome = execute_run(input->config, model, options);
         control.end("done", outcome_json(outcome));
     } catch (const DirectoryInUse& e) {

@@ -15,6 +15,8 @@
 #include "cli.hpp"
 #include "config/run_config.hpp"
 #include "common/dir_lock.hpp"
+#include "dataset_job.hpp"
+#include "extract/dataset_merge.hpp"
 #include "extract/inputs_record.hpp"
 #include "extract/run_directory.hpp"
 #include "config/toml_reader.hpp"
@@ -22,6 +24,7 @@
 #include "extract/verify.hpp"
 #include "generation_output.hpp"
 #include "run_job.hpp"
+#include "sweep_shard.hpp"
 
 namespace ember::app {
 namespace {
@@ -88,6 +91,7 @@ Planned plan(const SweepInput& input, const std::optional<fs::path>& defaults, b
         p.run.error = e.what();
         return p;
     }
+    if (p.config->dataset.path) p.config->output.extract = true;  // as `ember extract CONFIG` runs it
     p.run.config_hash = config::config_hash(*p.config);
     p.run.output_dir = p.config->output.dir;
     if (!force) {
@@ -114,14 +118,23 @@ void run_one(Planned& p, ModelCache& models, bool force) {
             auto [model, shared] = models.get(*p.config);
             p.run.model_shared = shared;
             p.run.load_ms = shared ? 0.0 : model->load_ms;
-            const RunOutcome outcome = execute_run(*p.config, *model, options);
+            if (p.config->dataset.path) {  // a dataset run (or a shard of one): no run.json, the manifest
+                extract::DatasetRunOptions dataset;
+                dataset.overwrite = options.overwrite;
+                dataset.skip_if_current = options.skip_if_current;
+                const extract::DatasetResult r = execute_dataset_run(*model, *p.config, dataset);
+                p.run.prompt_tokens = r.tokens;
+                p.run.prefill_ms = r.seconds * 1000.0;
+            } else {
+                const RunOutcome outcome = execute_run(*p.config, *model, options);
+                p.run.run_id = outcome.run_id;
+                p.run.prompt_tokens = outcome.prompt_tokens.size();
+                p.run.generated_tokens = outcome.result.tokens.size();
+                p.run.prefill_ms = outcome.result.timings.prefill_ms;
+                p.run.decode_ms = outcome.result.timings.decode_ms;
+            }
             p.run.outcome = SweepOutcome::Ok;
             p.run.error.clear();
-            p.run.run_id = outcome.run_id;
-            p.run.prompt_tokens = outcome.prompt_tokens.size();
-            p.run.generated_tokens = outcome.result.tokens.size();
-            p.run.prefill_ms = outcome.result.timings.prefill_ms;
-            p.run.decode_ms = outcome.result.timings.decode_ms;
         } catch (const extract::RunNotNeeded& e) {
             p.run.outcome = SweepOutcome::Skipped;
             p.run.error = e.what();
@@ -148,9 +161,33 @@ std::string csv_field(const std::string& text) {
     return out + "\"";
 }
 
-// What a planned run's output directory holds: its run.json's numbers when the result
-// verifies (plan marked it skipped), otherwise why there is no result.
+// What a planned run's output directory holds: its run.json's numbers (a dataset run's
+// manifest's token count) when the result verifies (plan marked it skipped), otherwise why
+// there is no result.
+void read_dataset_result(Planned& p) {
+    const fs::path dir = p.config->output.dir;
+    const fs::path manifest = dir / extract::kManifestName;
+    if (p.run.outcome != SweepOutcome::Skipped) {
+        p.run.outcome = SweepOutcome::Failed;
+        p.run.error = fs::exists(manifest)
+                          ? fmt::format("the result in {} does not verify or is another config's (ember verify says why)", dir.string())
+                          : fmt::format("no result in {} (not run, or interrupted: running it again resumes it)", dir.string());
+        return;
+    }
+    try {
+        const json::value m = json::parse(read_file(manifest, "manifest.json"));
+        p.run.prompt_tokens = m.at("dataset").at("tokens").to_number<std::size_t>();
+    } catch (const std::exception& e) {
+        p.run.outcome = SweepOutcome::Failed;
+        p.run.error = fmt::format("{}: {}", manifest.string(), e.what());
+        return;
+    }
+    p.run.outcome = SweepOutcome::Ok;
+    p.run.error.clear();
+}
+
 void read_result(Planned& p) {
+    if (p.config->dataset.path) return read_dataset_result(p);
     const fs::path dir = p.config->output.dir;
     const fs::path report_file = dir / "run.json";
     std::optional<json::object> report;
@@ -241,17 +278,80 @@ std::vector<SweepInput> expand_configs(const std::vector<std::string>& arguments
         }
     }
     std::vector<SweepInput> out;
+    config::LoadOptions load;
+    load.defaults_file = config::find_defaults_file();
+    // A dataset run with [dataset] shards = N becomes its N shard runs.
+    const auto add = [&](SweepInput input) {
+        std::optional<config::RunConfig> c = input.expanded;
+        if (!c) {
+            try {
+                c = config::load_run_config(input.config, load);
+            } catch (const std::exception&) {
+                // The run reports it.
+            }
+        }
+        if (c && c->dataset.path) c->output.extract = true;  // as `ember extract CONFIG` runs it
+        if (!c || !c->dataset.path || c->dataset.shards <= 1 || c->dataset.shard) {
+            out.push_back(std::move(input));
+            return;
+        }
+        for (std::size_t k = 0; k < c->dataset.shards; ++k) {
+            const Shard shard{k, c->dataset.shards};
+            const std::string name = fmt::format("{}shard-{}-of-{}", input.name.empty() ? "" : input.name + ",", k, shard.count);
+            out.push_back({input.config, name, input.grid, dataset_shard_config(*c, shard), c});
+        }
+    };
     for (const fs::path& file : files) {
         if (!config::is_grid_file(file)) {
-            out.push_back({file, {}, {}, std::nullopt});
+            add({file, {}, {}, std::nullopt, std::nullopt});
             continue;
         }
-        config::LoadOptions load;
-        load.defaults_file = config::find_defaults_file();
         for (config::GridRun& run : config::expand_grid(file, load).runs)
-            out.push_back({file, std::move(run.name), std::move(run.values), std::move(run.config)});
+            add({file, std::move(run.name), std::move(run.values), std::move(run.config), std::nullopt});
     }
     return out;
+}
+
+std::vector<DatasetMerge> dataset_merges(const std::vector<SweepInput>& inputs) {
+    std::vector<DatasetMerge> out;
+    for (const SweepInput& input : inputs) {
+        if (!input.unsharded) continue;
+        if (out.empty() || out.back().unsharded.output.dir != input.unsharded->output.dir)
+            out.push_back({{}, *input.unsharded});
+        out.back().shards.push_back(input.expanded->output.dir);
+    }
+    return out;
+}
+
+std::size_t merge_sweep_datasets(const std::vector<SweepInput>& inputs, const std::vector<SweepRun>& runs) {
+    std::map<fs::path, const SweepRun*> by_dir;
+    for (const SweepRun& r : runs) by_dir[r.output_dir] = &r;
+    std::size_t failed = 0;
+    for (const DatasetMerge& m : dataset_merges(inputs)) {
+        const fs::path& out = m.unsharded.output.dir;
+        const auto not_done = std::find_if(m.shards.begin(), m.shards.end(), [&](const fs::path& shard) {
+            const auto it = by_dir.find(shard);
+            return it == by_dir.end() || it->second->outcome == SweepOutcome::Failed;
+        });
+        if (not_done != m.shards.end()) {
+            fmt::print(stderr, "ember sweep: {} not merged: its shard {} did not finish\n", out.string(), not_done->string());
+            ++failed;
+            continue;
+        }
+        if (extract::current_result(m.unsharded, config::config_hash(m.unsharded))) {
+            fmt::print(stderr, "ember sweep: {} holds the merged shards already\n", out.string());
+            continue;
+        }
+        try {
+            const extract::MergeResult r = extract::merge_dataset_shards(m.shards, out, {.overwrite = true});
+            fmt::print(stderr, "ember sweep: merged {} shards ({} samples, {} rows) into {}\n", r.shards, r.samples, r.rows,
+                       out.string());
+        } catch (const std::exception& e) {
+            fmt::print(stderr, "ember sweep: {} not merged: {}\n", out.string(), e.what());
+            ++failed;
+        }
+    }
+    return failed;
 }
 
 std::vector<SweepRun> execute_sweep(const std::vector<SweepInput>& inputs, const SweepOptions& options) {
@@ -306,7 +406,7 @@ std::vector<SweepRun> execute_sweep(const std::vector<SweepInput>& inputs, const
             if (runnable) {
                 if (options.on_run_start) {
                     const std::lock_guard lock(report);
-                    options.on_run_start(p.run.config);
+                    options.on_run_start(p.run);
                 }
                 std::vector<std::unique_lock<std::mutex>> held;
                 for (std::mutex* m : locks[i]) held.emplace_back(*m);

@@ -25,12 +25,20 @@ namespace ember::app {
 enum class SweepOutcome { Ok, Failed, Skipped };
 std::string_view sweep_outcome_name(SweepOutcome outcome);  // "ok", "failed", "skipped"
 
-// One run to do: a run config file, or one run of a grid (expanded and parsed already).
+// One run to do: a run config file, or one run of a grid (expanded and parsed already),
+// or one shard of a dataset run done as `[dataset] shards = N` shards.
 struct SweepInput {
     std::filesystem::path config;               // the config file, or the grid file
-    std::string name;                           // a grid run: its name; empty for a config file
+    std::string name;                           // a grid run: its name; a shard: "shard-K-of-N" (after the grid name)
     std::vector<config::GridValue> grid;        // a grid run: its value of each grid key
-    std::optional<config::RunConfig> expanded;  // a grid run: its config
+    std::optional<config::RunConfig> expanded;  // a grid run or a shard: its config
+    std::optional<config::RunConfig> unsharded;  // a shard: the run its shards are merged into
+};
+
+// The shards of one dataset run and the directory `ember merge` joins them into.
+struct DatasetMerge {
+    std::vector<std::filesystem::path> shards;  // in shard order
+    config::RunConfig unsharded;                // output.dir: where the merged run goes
 };
 
 struct SweepRun {
@@ -56,15 +64,25 @@ struct SweepOptions {
     bool force = false;  // run even where a verified result for the same config hash exists
     // Called as each run ends (from the worker that ran it, one call at a time).
     std::function<void(const SweepRun& run, std::size_t done, std::size_t total)> on_run_done;
-    // Called as a run starts (one call at a time).
-    std::function<void(const std::filesystem::path& config)> on_run_start;
+    // Called as a run starts (one call at a time): its config file and, for a grid run or a shard, its name.
+    std::function<void(const SweepRun& run)> on_run_start;
 };
 
 // CONFIG arguments: files as given, directories as their *.toml files in name order, a
-// grid file (a [grid] table) as its runs in expansion order. UsageError for a path that
-// does not exist or a directory without configs; an ember::Error for a grid that does
-// not expand.
+// grid file (a [grid] table) as its runs in expansion order, and a dataset run with
+// `[dataset] shards = N` as its N shard runs (sweep_shard.hpp: dataset_shard_config).
+// UsageError for a path that does not exist or a directory without configs; an
+// ember::Error for a grid that does not expand.
 std::vector<SweepInput> expand_configs(const std::vector<std::string>& arguments);
+
+// The dataset runs among `inputs` done as shards: each one's shard directories, in order.
+std::vector<DatasetMerge> dataset_merges(const std::vector<SweepInput>& inputs);
+
+// After a whole sweep: every dataset run whose shards all finished (ok or skipped) and
+// whose merged result is not current (extract::current_result) is merged into its
+// output.dir (ember merge, replacing a stale one). One line a dataset on stderr; the
+// number of merges that failed or could not be made (a shard failed).
+std::size_t merge_sweep_datasets(const std::vector<SweepInput>& inputs, const std::vector<SweepRun>& runs);
 
 // Runs every config; the result is in the order of `inputs`, whatever ran first.
 std::vector<SweepRun> execute_sweep(const std::vector<SweepInput>& inputs, const SweepOptions& options);

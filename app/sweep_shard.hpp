@@ -1,49 +1,44 @@
-// `ember sweep --shard K/N`: the K-th of N deterministic slices of a sweep's runs. K
-// counts from 0 (Slurm's $SLURM_ARRAY_TASK_ID with --array=0-(N-1)). Shard K holds the
-// runs [floor(K*M/N), floor((K+1)*M/N)) of the M runs in expansion order: contiguous (a
-// shard's runs mostly share their model), sizes differing by at most one, and the same on
-// every machine, since the expansion order is a function of the files alone.
+// `ember sweep --shard K/N` and `ember extract --dataset --shard K/N`: the K-th of N
+// deterministic slices (config/shard.hpp has the partition, shared by a sweep's runs and a
+// dataset run's batches), parsed from the command line; and the shard runs of a dataset run
+// config with `[dataset] shards = N` (docs/sweep.md, "Dataset shards").
 #pragma once
 
 #include <fmt/format.h>
 
-#include <charconv>
-#include <cstddef>
+#include <filesystem>
 #include <string_view>
-#include <utility>
 
 #include "common/error.hpp"
+#include "config/run_config.hpp"
+#include "config/shard.hpp"
 
 namespace ember::app {
 
-struct Shard {
-    std::size_t index = 0;
-    std::size_t count = 1;
-};
+using config::kMaxShards;
+using config::Shard;
+using config::shard_range;
 
-inline constexpr std::size_t kMaxShards = 100000;
-
-// "K/N" with 0 <= K < N <= kMaxShards; UsageError otherwise.
-inline Shard parse_shard(std::string_view text) {
-    const auto bad = [&] {
-        return UsageError(fmt::format("ember sweep: --shard {} must be K/N with 0 <= K < N <= {} (K counts from 0)",
-                                      text, kMaxShards));
-    };
-    const std::size_t slash = text.find('/');
-    if (slash == std::string_view::npos) throw bad();
-    Shard s;
-    const auto whole = [](std::string_view part, std::size_t& out) {
-        const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), out);
-        return ec == std::errc() && end == part.data() + part.size() && !part.empty();
-    };
-    if (!whole(text.substr(0, slash), s.index) || !whole(text.substr(slash + 1), s.count)) throw bad();
-    if (s.count == 0 || s.count > kMaxShards || s.index >= s.count) throw bad();
-    return s;
+// "K/N" with 0 <= K < N <= kMaxShards; UsageError naming `command` otherwise.
+inline Shard parse_shard(std::string_view text, std::string_view command = "ember sweep") {
+    if (const auto s = config::parse_shard(text)) return *s;
+    throw UsageError(fmt::format("{}: --shard {} must be K/N with 0 <= K < N <= {} (K counts from 0)", command, text,
+                                 kMaxShards));
 }
 
-// The runs of `shard` among `total`: [first, second).
-inline std::pair<std::size_t, std::size_t> shard_range(std::size_t total, Shard shard) {
-    return {total * shard.index / shard.count, total * (shard.index + 1) / shard.count};
+// Where shard K of N of a run writing `dir` goes: `<dir>.shard-K-of-N` beside it.
+inline std::filesystem::path shard_output_dir(std::filesystem::path dir, Shard shard) {
+    if (dir.filename().empty()) dir = dir.parent_path();
+    return dir.parent_path() / fmt::format("{}.shard-{}-of-{}", dir.filename().string(), shard.index, shard.count);
+}
+
+// Shard K of a dataset run config: dataset.shard = K/N, output.dir `<output.dir>.shard-K-of-N`
+// (tracing.path, which a dataset run leaves off, stays the unsharded run's). `ember sweep`
+// expands `[dataset] shards = N` into these; `ember extract CONFIG --shard K/N` runs one.
+inline config::RunConfig dataset_shard_config(config::RunConfig c, Shard shard) {
+    c.dataset.shard = shard;
+    c.output.dir = shard_output_dir(c.output.dir, shard);
+    return c;
 }
 
 }  // namespace ember::app

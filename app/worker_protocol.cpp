@@ -5,6 +5,7 @@
 #include <bit>
 
 #include "common/error.hpp"
+#include "ember/utf8.hpp"
 
 namespace ember::app {
 namespace {
@@ -85,6 +86,18 @@ config::RunConfig config_from_json(const json::value& v) {
     return c;
 }
 
+std::string from_hex(std::string_view hex) {
+    const auto nibble = [](char c) -> int {
+        if (c >= '0' && c <= '9') return c - '0';
+        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+        throw std::invalid_argument("a hex text holds a character that is not a lowercase hex digit");
+    };
+    if (hex.size() % 2 != 0) throw std::invalid_argument("a hex text has an odd length");
+    std::string out;
+    for (std::size_t i = 0; i < hex.size(); i += 2) out += static_cast<char>(nibble(hex[i]) * 16 + nibble(hex[i + 1]));
+    return out;
+}
+
 // Floats travel as their bits: a logit may be infinite, which JSON cannot hold.
 std::uint32_t bits(float f) { return std::bit_cast<std::uint32_t>(f); }
 float from_bits(const json::value& v) { return std::bit_cast<float>(v.to_number<std::uint32_t>()); }
@@ -149,7 +162,21 @@ json::object outcome_json(const RunOutcome& o) {
             {"trace", std::move(trace)},
             {"arrays", o.arrays},
             {"manifest", o.manifest.string()},
-            {"config_hash", o.config_hash}};
+            {"config_hash", o.config_hash},
+            {"lifecycle", lifecycle_message(o.lifecycle)}};
+}
+
+// The prompts travel as hex: a prompt file need not be UTF-8, which a JSON parser refuses.
+json::object lifecycle_message(const Lifecycle& l) {
+    return {{"skipped_by", l.skipped_by},
+            {"rewritten_by", l.rewritten_by},
+            {"original_prompt_hex", utf8::hex(l.original_prompt)},
+            {"prompt_hex", utf8::hex(l.prompt)}};
+}
+
+Lifecycle lifecycle_from_message(const json::value& v) {
+    return {text(v, "skipped_by"), text(v, "rewritten_by"), from_hex(text(v, "original_prompt_hex")),
+            from_hex(text(v, "prompt_hex"))};
 }
 
 RunOutcome outcome_from_json(const json::value& v) {
@@ -178,6 +205,7 @@ RunOutcome outcome_from_json(const json::value& v) {
     o.arrays = number<std::size_t>(v, "arrays");
     o.manifest = text(v, "manifest");
     o.config_hash = text(v, "config_hash");
+    o.lifecycle = lifecycle_from_message(v.at("lifecycle"));
     return o;
 }
 

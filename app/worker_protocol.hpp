@@ -6,7 +6,8 @@
 // id, and the model's path and SHA-256 (the model is mapped again, not hashed again).
 //
 // From the worker, lines on a pipe:
-//   t ID                       each generated token as it is chosen
+//   t ID                       each generated token as it is chosen (a skipped run: each supplied one)
+//   l {Lifecycle as JSON}      after before_prefill, when an experiment skipped or rewrote the prompt
 //   done {RunOutcome as JSON}  the run finished; run.json, the arrays, the manifest are written
 //   failed {"message": ...}    the run failed as an unsupervised run fails (run.json says so)
 //   refused {"message": ...}   a plugin could not be loaded: nothing was started or written
@@ -40,5 +41,9 @@ WorkerInput worker_input_from_json(const boost::json::value& json);
 
 boost::json::object outcome_json(const RunOutcome& outcome);
 RunOutcome outcome_from_json(const boost::json::value& json);
+
+// The "l" line's body (the worker's run_job Lifecycle), and back.
+boost::json::object lifecycle_message(const Lifecycle& lifecycle);
+Lifecycle lifecycle_from_message(const boost::json::value& json);
 
 }  // namespace ember::app

@@ -2,9 +2,11 @@
 # A real one-host Slurm cluster for `ember sweep --slurm`: starts a private munged and
 # slurmctld + slurmd on this machine (Debian's slurm-wlm and munge, from scripts/setup.sh),
 # runs a grid of 8 runs as a 4-task job array plus its afterok summary job through
-# `ember sweep --slurm --submit`, waits for them (at most $EMBER_SLURM_TIMEOUT seconds),
+# `ember sweep --slurm --submit`, waits for them (at most $EMBER_SLURM_TIMEOUT seconds each),
 # and checks the cluster's summary and every extracted array against a local sweep of the
-# same grid, bit for bit. Every daemon it started is stopped by its pid, and its
+# same grid, bit for bit; then a 20-prompt dataset as 2 shards (a 2-task array) whose final
+# job merges them, checked against a local unsharded run of the same config, every file
+# byte for byte. Every daemon it started is stopped by its pid, and its
 # directories removed, however it ends. Needs root (slurmd runs the jobs). Fails loudly,
 # naming the log, where Slurm cannot start.
 #
@@ -200,30 +202,35 @@ echo "== the local sweep"
 mv "$work/runs" "$work/local-runs"
 
 echo "== the same grid on Slurm: 4 tasks, then the summary job"
-start=$(date +%s)
-submitted=$("$ember" sweep --slurm --submit --shards 4 --slurm-dir "$work/slurm" --slurm-opt=--time=10 \
-  "$work/grid.toml")
-echo "$submitted"
-sweep_job=$(awk '$1 == "sweep" && $2 == "job" {print $3}' <<< "$submitted")
-summary_job=$(awk '$1 == "summary" && $2 == "job" {print $3}' <<< "$submitted")
-[ -n "$sweep_job" ] && [ -n "$summary_job" ] || fail "ember sweep --submit printed no job ids"
+# `ember sweep --slurm --submit --slurm-dir DIR ARGS...`, then waits (bounded) for both jobs
+# and fails, with their logs, unless both completed. Sets sweep_job and summary_job.
+submit_and_wait() {
+  local dir=$1 start submitted states
+  shift
+  start=$(date +%s)
+  submitted=$("$ember" sweep --slurm --submit --slurm-dir "$dir" --slurm-opt=--time=10 "$@")
+  echo "$submitted"
+  sweep_job=$(awk '$1 == "sweep" && $2 == "job" {print $3}' <<< "$submitted")
+  summary_job=$(awk '$1 == "summary" && $2 == "job" {print $3}' <<< "$submitted")
+  [ -n "$sweep_job" ] && [ -n "$summary_job" ] || fail "ember sweep --submit printed no job ids ($*)"
+  while [ -n "$(timeout 10 squeue -h -j "$sweep_job,$summary_job" 2> /dev/null || echo "squeue failed")" ]; do
+    if [ $(($(date +%s) - start)) -ge "$timeout" ]; then
+      timeout 10 squeue >&2 || true
+      fail_with_logs "the jobs of $* did not finish within $timeout s"
+    fi
+    sleep 1
+  done
+  echo "jobs finished in $(($(date +%s) - start)) s"
+  for job in "$sweep_job" "$summary_job"; do
+    states=$(timeout 10 scontrol -o show job "$job" | grep -o 'JobState=[A-Z_]*' | sort -u | tr '\n' ' ')
+    [ "$states" = "JobState=COMPLETED " ] || {
+      cat "$dir"/*.out >&2 || true
+      fail "job $job ($*) ended as $states"
+    }
+  done
+}
+submit_and_wait "$work/slurm" --shards 4 "$work/grid.toml"
 grep -q -- '--array=0-3' "$work/slurm/sweep.sbatch" || fail "sweep.sbatch is not a 4-task array"
-pending() { timeout 10 squeue -h -j "$sweep_job,$summary_job" 2> /dev/null || echo "squeue failed"; }
-while [ -n "$(pending)" ]; do
-  if [ $(($(date +%s) - start)) -ge "$timeout" ]; then
-    timeout 10 squeue >&2 || true
-    fail_with_logs "the jobs did not finish within $timeout s"
-  fi
-  sleep 1
-done
-echo "jobs finished in $(($(date +%s) - start)) s"
-for job in "$sweep_job" "$summary_job"; do
-  states=$(timeout 10 scontrol -o show job "$job" | grep -o 'JobState=[A-Z_]*' | sort -u | tr '\n' ' ')
-  [ "$states" = "JobState=COMPLETED " ] || {
-    cat "$work"/slurm/*.out >&2 || true
-    fail "job $job ended as $states"
-  }
-done
 
 echo "== the cluster's results against the local ones"
 [ -f "$work/slurm/summary.csv" ] || fail "the summary job wrote no summary.csv"
@@ -263,4 +270,63 @@ for name in sorted(os.listdir(os.path.join(sys.argv[1], "grid"))):
         if a[key] != b[key]:
             sys.exit(f"test-slurm: FAILED: {name}: run.json's {key} differs")
 PY
-echo "test-slurm: ok: 8 runs on a 4-task array, $arrays arrays and the summary equal to the local sweep"
+echo "grid: 8 runs on a 4-task array, $arrays arrays and the summary equal to the local sweep"
+
+echo "== a dataset of 20 prompts as 2 shards: a 2-task array, then the final job merges them"
+python3 - "$work/dataset.jsonl" <<'PY'
+import json, sys
+texts = ["Once upon a time", "كتب الطالب الدرس", "The cat sat on the mat", "ذهب الولد إلى المدرسة",
+         "Lily had a red ball", "في البيت قطة صغيرة", "He ran home", "قرأ المعلم الكتاب", "The sun was warm",
+         "سلام", "Tom and Sam played", "درس الطالب في المكتبة", "A little bird sang", "الشمس مشرقة اليوم",
+         "She smiled", "3 cats and 2 dogs", "They went to the park", "كان يا ما كان", "The end", "مرحبا بالعالم"]
+with open(sys.argv[1], "w", encoding="utf-8") as f:
+    for i, t in enumerate(texts):
+        line = {"id": f"s{i}", "text": t}
+        if i % 3 == 0:
+            line["target"] = " and then"
+        if i % 4 == 1:
+            line["select"] = "all"
+        f.write(json.dumps(line, ensure_ascii=False) + "\n")
+PY
+cat > "$work/dataset.toml" <<EOF
+[model]
+path = '$model'
+threads = 1
+[dataset]
+path = "dataset.jsonl"
+batch_tokens = 24
+shards = 2
+[output]
+dir = "ds"
+stages = ["after_layer", "after_mlp"]
+layers = [0, 3]
+logits = "selected"
+logit_lens = 3
+EOF
+# The reference: the same config run whole, here, then moved aside (a sealed directory
+# moves as it is; its manifest records the directory it was written for).
+"$ember" extract "$work/dataset.toml" 2> /dev/null || fail "the local dataset run failed"
+mv "$work/ds" "$work/ds-local"
+submit_and_wait "$work/slurm-ds" "$work/dataset.toml"
+grep -q -- '--array=0-1' "$work/slurm-ds/sweep.sbatch" || fail "the dataset's sweep.sbatch is not a 2-task array"
+grep -qF -- " merge --overwrite '$work/ds.shard-0-of-2' '$work/ds.shard-1-of-2' --out '$work/ds'" \
+  "$work/slurm-ds/summary.sbatch" || fail "the dataset's summary.sbatch does not merge its shards"
+"$ember" verify "$work/ds" > /dev/null || fail "the merged dataset run $work/ds does not verify"
+for k in 0 1; do
+  "$ember" verify "$work/ds.shard-$k-of-2" > /dev/null || fail "shard $k ($work/ds.shard-$k-of-2) does not verify"
+done
+# Every file, the manifest too: a dataset manifest has no run id and no timing field.
+files=0
+while IFS= read -r -d '' file; do
+  relative=${file#"$work/ds-local/"}
+  [ -f "$work/ds/$relative" ] || fail "the merged run has no $relative"
+  cmp -s "$file" "$work/ds/$relative" || fail "$relative differs between the local run and the merged shards"
+  files=$((files + 1))
+done < <(find "$work/ds-local" -type f -print0)
+[ "$(find "$work/ds" -type f | wc -l)" -eq "$files" ] || fail "the merged run has files the local run has not"
+[ "$files" -ge 10 ] || fail "only $files files were compared"
+rows=$(wc -l < "$work/ds/rows.jsonl")
+samples=$(wc -l < "$work/ds/samples.jsonl")
+[ "$samples" -eq 20 ] || fail "the merged run has $samples samples, not 20"
+echo "dataset: 2 shards merged by the final job, $files files ($samples samples, $rows rows, manifest included) equal to the local run byte for byte"
+echo "test-slurm: ok"

@@ -108,6 +108,15 @@ DatasetSection parse_dataset(const toml::table& table, const std::string& file, 
     if (const toml::node* node = r.node("select")) d.select = checked_spec(r, *node, "dataset.select");
     if (auto v = r.integer("batch_tokens", 0, kMaxInt32)) d.batch_tokens = static_cast<std::uint32_t>(*v);
     if (auto v = r.choice("on_empty", {"error", "skip"})) d.skip_empty = *v == "skip";
+    if (const toml::node* node = r.node("shard")) {
+        const auto* text = node->as_string();
+        d.shard = text ? parse_shard(text->get()) : std::nullopt;
+        if (!d.shard)
+            r.fail(*node, fmt::format("dataset.shard must be \"K/N\" with 0 <= K < N <= {} (K counts from 0)", kMaxShards));
+    }
+    if (auto v = r.integer("shards", 1, static_cast<std::int64_t>(kMaxShards))) d.shards = static_cast<std::uint32_t>(*v);
+    if (d.shard && d.shards > 1 && d.shard->count != d.shards)
+        r.fail_here(fmt::format("dataset.shard {} is not one of dataset.shards = {}", shard_text(*d.shard), d.shards));
     r.finish();
     return d;
 }
@@ -353,17 +362,26 @@ boost::json::object to_json(const RunConfig& c) {
                           {"select", c.dataset.select},
                           {"batch_tokens", c.dataset.batch_tokens},
                           {"on_empty", c.dataset.skip_empty ? "skip" : "error"}};
+        // Only a shard has it (last, so a merge can take it off), so unsharded runs keep their hashes.
+        if (c.dataset.shard)
+            out["dataset"].as_object()["shard"] = {{"index", c.dataset.shard->index}, {"count", c.dataset.shard->count}};
     }
     return out;
 }
 
-std::string canonical_json(const RunConfig& config) {
-    boost::json::object hashed = to_json(config);
-    hashed["model"].as_object().erase("threads");
-    hashed["output"].as_object().erase("overwrite");
-    return canonical_json(boost::json::value(std::move(hashed)));
+// The settings that cannot change a result left out.
+static boost::json::object hashed_part(boost::json::object config_json) {
+    config_json["model"].as_object().erase("threads");
+    config_json["output"].as_object().erase("overwrite");
+    return config_json;
 }
 
+std::string canonical_json(const RunConfig& config) { return canonical_json(boost::json::value(hashed_part(to_json(config)))); }
+
 std::string config_hash(const RunConfig& config) { return sha256_hex(canonical_json(config)); }
+
+std::string config_hash(const boost::json::object& config_json) {
+    return sha256_hex(canonical_json(boost::json::value(hashed_part(config_json))));
+}
 
 }  // namespace ember::config

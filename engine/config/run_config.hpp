@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/build_options.hpp"
+#include "config/shard.hpp"
 
 namespace ember::config {
 
@@ -97,6 +98,13 @@ struct DatasetSection {
     std::string select = "last";                // a selection spec (ember/selection.hpp)
     std::uint32_t batch_tokens = 0;             // tokens per evaluation; 0: the default (kDefaultBatchTokens)
     bool skip_empty = false;                    // on_empty = "skip": a sample selecting nothing is recorded, not an error
+    // `shard = "K/N"`: this run is shard K of N of the unsharded run's batches of samples
+    // (`ember extract --shard K/N`); `ember merge` joins the N into the unsharded run.
+    std::optional<Shard> shard;
+    // `shards = N` (N > 1): `ember sweep` does this run as N shard runs, each into
+    // `<output.dir>.shard-K-of-N`, then merges them into output.dir (docs/sweep.md). Not
+    // part of the run's own record: each shard run has `shard` instead.
+    std::uint32_t shards = 0;
 };
 inline constexpr std::uint32_t kDefaultBatchTokens = 512;
 
@@ -149,6 +157,8 @@ std::vector<ExperimentEntry> load_defaults_file(const std::filesystem::path& fil
 boost::json::object to_json(const RunConfig& config);
 std::string canonical_json(const RunConfig& config);  // without the unhashed settings
 std::string config_hash(const RunConfig& config);     // SHA-256 hex of canonical_json
+// The config hash of a config given as to_json() writes it (a manifest's "config").
+std::string config_hash(const boost::json::object& config_json);
 
 std::string_view failure_policy_name(FailurePolicy policy);  // "strict" | "fail_open"
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/input_file.hpp"
+#include "ember/utf8.hpp"
 #include "experiments/log_line.hpp"
 
 namespace ember::experiments {
@@ -28,6 +30,7 @@ std::uint32_t stop_code(StopReason reason) {
         case StopReason::MaxTokens: return EMBER_STOP_MAX_TOKENS;
         case StopReason::EndOfGeneration: return EMBER_STOP_END_OF_GENERATION;
         case StopReason::ContextFull: return EMBER_STOP_CONTEXT_FULL;
+        case StopReason::Skipped: return EMBER_STOP_SKIPPED;
     }
     return EMBER_STOP_MAX_TOKENS;
 }
@@ -95,6 +98,9 @@ struct ExperimentRunner::Site {
 
 ExperimentRunner::ExperimentRunner(const std::vector<ExperimentSpec>& specs, RunInfo run, RunnerOptions options)
     : run_(std::move(run)), options_(std::move(options)) {
+    prompt_text_ = run_.prompt_text;
+    prompt_ids_ = run_.prompt_token_ids;
+    prompt_spans_ = run_.prompt_token_spans;
     timeout_ns_ = static_cast<std::uint64_t>(options_.timeout_ms) * 1'000'000u;
     // Every plugin loads before anything is created: a bad plugin is a configuration error.
     std::vector<std::shared_ptr<const PluginLibrary>> libraries;
@@ -124,7 +130,12 @@ ExperimentRunner::ExperimentRunner(const std::vector<ExperimentSpec>& specs, Run
                                           e.get(),
                                           &ExperimentRunner::host_log,
                                           &e->run_info,
-                                          &ExperimentRunner::host_generated_token_ids};
+                                          &ExperimentRunner::host_generated_token_ids,
+                                          &ExperimentRunner::host_skip_inference,
+                                          &ExperimentRunner::host_rewrite_prompt,
+                                          &ExperimentRunner::host_prompt_text,
+                                          &ExperimentRunner::host_prompt_token_ids,
+                                          &ExperimentRunner::host_prompt_token_spans};
         for (StageId stage : e->library->implemented_stages()) e->stages |= hooks::stage_bit(stage);
         entries_.push_back(std::move(e));
     }
@@ -285,9 +296,36 @@ void ExperimentRunner::before_prefill(const hooks::EvalInfo& prefill) {
         Entry& e = *entry;
         const auto fn = e.library->descriptor().before_prefill;
         if (!fn || !e.instance || !e.enabled) continue;
-        call(e, Site{StageId::BeforePrefill, &prefill},
-             [&](ember_error_buffer& error) { return fn(e.instance, &context, &error); });
+        in_before_prefill_ = &e;  // the lifecycle services answer this entry only
+        try {
+            call(e, Site{StageId::BeforePrefill, &prefill},
+                 [&](ember_error_buffer& error) { return fn(e.instance, &context, &error); });
+        } catch (...) {
+            in_before_prefill_ = nullptr;
+            throw;
+        }
+        in_before_prefill_ = nullptr;
+        // fail_open: a request made by a call that then failed is withdrawn with it.
+        if (!e.enabled && skip_owner_ == &e) skip_.reset();
+        if (!e.enabled && rewrite_owner_ == &e) rewrite_.reset();
     }
+}
+
+void ExperimentRunner::set_prompt_tokens(std::vector<std::uint32_t> ids) {
+    rewritten_prompt_ids_ = std::move(ids);
+    prompt_tokens_ = rewritten_prompt_ids_.size();
+    for (auto& e : entries_) {
+        e->run_info.prompt_token_ids = rewritten_prompt_ids_.data();
+        e->run_info.prompt_token_count = rewritten_prompt_ids_.size();
+    }
+}
+
+ember_status ExperimentRunner::refuse(const Entry& e, std::string_view what, ember_status code, std::string_view why,
+                                      ember_error_buffer* reason) const {
+    const std::string message = fmt::format("{} refused: {}", what, why);
+    ember_error_set(reason, message.c_str());
+    log(LogLevel::Warning, e.library->name(), message);
+    return code;
 }
 
 ember_execution_context ExperimentRunner::execution_context(const hooks::EvalInfo& eval) const {
@@ -378,6 +416,102 @@ std::uint64_t ExperimentRunner::host_generated_token_ids(void* host_data, const 
     const std::vector<std::uint32_t>& generated = e->runner->generated_;
     if (ids) *ids = generated.data();
     return generated.size();
+}
+
+// A lifecycle request of kind `what` from the entry behind `host_data`: refused outside its
+// before_prefill, when the policy does not allow it, or after an earlier request of that
+// kind; otherwise `decide(runner, entry, invalid)` accepts it or refuses it as invalid.
+template <class Request, class Decide>
+ember_status ExperimentRunner::lifecycle_request(void* host_data, std::string_view what, bool LifecyclePolicy::*allowed,
+                                                 std::optional<Request> ExperimentRunner::*earlier,
+                                                 ember_error_buffer* reason, Decide&& decide) noexcept {
+    try {
+        const auto* e = static_cast<const Entry*>(host_data);
+        ExperimentRunner& r = *e->runner;
+        if (r.in_before_prefill_ != e)
+            return r.refuse(*e, what, EMBER_REFUSED_STAGE, "it is accepted only during before_prefill", reason);
+        if (!(r.options_.lifecycle.*allowed))
+            return r.refuse(*e, what, EMBER_REFUSED_UNSUPPORTED, r.options_.lifecycle.refusal, reason);
+        if (const auto& taken = r.*earlier)
+            return r.refuse(*e, what, EMBER_REFUSED_TAKEN,
+                            fmt::format("experiment '{}' already asked for it (the first request in composition "
+                                        "order wins)",
+                                        taken->experiment),
+                            reason);
+        const auto invalid = [&](const std::string& why) { return r.refuse(*e, what, EMBER_REFUSED_INVALID, why, reason); };
+        return decide(r, e, invalid);
+    } catch (...) {
+        ember_error_set(reason, "refused: the host could not take the request (out of memory, or EMBER_MAX_INPUT_BYTES is malformed)");
+        return EMBER_REFUSED_INVALID;
+    }
+}
+
+ember_status ExperimentRunner::host_skip_inference(void* host_data, const std::uint32_t* ids, std::uint64_t count,
+                                                   ember_error_buffer* reason) noexcept {
+    return lifecycle_request(host_data, "skip_inference", &LifecyclePolicy::allow_skip, &ExperimentRunner::skip_, reason,
+                             [&](ExperimentRunner& r, const Entry* e, const auto& invalid) {
+        const LifecyclePolicy& policy = r.options_.lifecycle;
+        if (count > 0 && ids == nullptr) return invalid(fmt::format("{} ids were announced but the pointer is null", count));
+        if (count > policy.max_supplied_tokens)
+            return invalid(fmt::format("{} ids, more than the run may generate (generation.max_tokens = {})", count,
+                                       policy.max_supplied_tokens));
+        const std::uint32_t vocabulary = policy.vocabulary_size != 0 ? policy.vocabulary_size : r.model_context_.n_vocab;
+        for (std::uint64_t i = 0; i < count; ++i)
+            if (ids[i] >= vocabulary)
+                return invalid(fmt::format("token id {} (index {}) is outside the vocabulary (n_vocab = {})", ids[i], i,
+                                           vocabulary));
+        r.skip_ = SkipRequest{std::string(e->library->name()), std::vector<std::uint32_t>(ids, ids + count)};
+        r.skip_owner_ = e;
+        return static_cast<ember_status>(EMBER_OK);
+    });
+}
+
+ember_status ExperimentRunner::host_rewrite_prompt(void* host_data, const char* text, std::uint64_t length,
+                                                   ember_error_buffer* reason) noexcept {
+    return lifecycle_request(host_data, "rewrite_prompt", &LifecyclePolicy::allow_rewrite, &ExperimentRunner::rewrite_,
+                             reason, [&](ExperimentRunner& r, const Entry* e, const auto& invalid) {
+        const std::uint64_t limit = r.options_.lifecycle.max_prompt_bytes != 0 ? r.options_.lifecycle.max_prompt_bytes
+                                                                               : max_input_bytes();
+        if (length > limit)
+            return invalid(fmt::format("the text is {} bytes, more than the limit of {} bytes (set EMBER_MAX_INPUT_BYTES "
+                                       "to raise it)",
+                                       length, limit));
+        if (length > 0 && text == nullptr) return invalid(fmt::format("{} bytes were announced but the pointer is null", length));
+        if (length == 0) return invalid("the text is empty");
+        const std::string_view bytes(text, static_cast<std::size_t>(length));
+        for (std::size_t pos = 0; pos < bytes.size();) {
+            const std::size_t n = utf8::valid_sequence_length(bytes, pos);
+            if (n == 0) return invalid(fmt::format("the text is not valid UTF-8 (byte {})", pos));
+            pos += n;
+        }
+        r.rewrite_ = PromptRewrite{std::string(e->library->name()), std::string(bytes)};
+        r.rewrite_owner_ = e;
+        return static_cast<ember_status>(EMBER_OK);
+    });
+}
+
+void ExperimentRunner::set_prompt(std::string text, std::vector<std::uint32_t> ids, std::vector<ember_token_span> spans) {
+    prompt_text_ = std::move(text);
+    prompt_ids_ = std::move(ids);
+    prompt_spans_ = std::move(spans);
+}
+
+std::uint64_t ExperimentRunner::host_prompt_text(void* host_data, const char** text) noexcept {
+    const std::string& prompt = static_cast<const Entry*>(host_data)->runner->prompt_text_;
+    if (text) *text = prompt.c_str();
+    return prompt.size();
+}
+
+std::uint64_t ExperimentRunner::host_prompt_token_ids(void* host_data, const std::uint32_t** ids) noexcept {
+    const std::vector<std::uint32_t>& prompt = static_cast<const Entry*>(host_data)->runner->prompt_ids_;
+    if (ids) *ids = prompt.data();
+    return prompt.size();
+}
+
+std::uint64_t ExperimentRunner::host_prompt_token_spans(void* host_data, const ember_token_span** spans) noexcept {
+    const std::vector<ember_token_span>& prompt = static_cast<const Entry*>(host_data)->runner->prompt_spans_;
+    if (spans) *spans = prompt.data();
+    return prompt.size();
 }
 
 void ExperimentRunner::host_log(void* host_data, std::uint32_t level, const char* message) noexcept {

@@ -28,6 +28,13 @@
 //
 // Plugin load errors (missing file, no entry symbol, wrong ABI) are ember::Error and stop
 // the run whatever the policy. The tensor-stage dispatch allocates nothing.
+//
+// The 1.1 lifecycle services (skip_inference, rewrite_prompt) are answered during the
+// before_prefill round only, as options.lifecycle allows; the first request of each kind
+// in composition order wins. After the round the caller reads skip() and rewrite(), makes
+// the run's tokens from the rewritten text (set_prompt_tokens) and, for a skip, feeds the
+// supplied ids through on_token and calls on_generation_complete(n, StopReason::Skipped)
+// without evaluating anything (app/run_job.cpp).
 #pragma once
 
 #include <array>
@@ -60,6 +67,10 @@ struct RunInfo {
     std::string route;
     std::string config_hash;
     std::vector<std::uint32_t> prompt_token_ids;
+    // The prompt services (1.2): its text and each token's byte span (none in a dataset
+    // run, whose samples set_prompt gives).
+    std::string prompt_text;
+    std::vector<ember_token_span> prompt_token_spans;
 };
 
 struct ExperimentSpec {
@@ -76,15 +87,41 @@ enum class LogLevel { Debug, Info, Warning, Error };
 // Receives plugin log lines and the runner's own warnings (fail_open failures).
 using LogSink = std::function<void(LogLevel level, std::string_view experiment, std::string_view message)>;
 
+// What the lifecycle services may do in this run (docs/experiments.md, "Skipping and
+// rewriting"). By default both are refused as unsupported: only the host code that can
+// honour them (ember run without an extraction) allows them.
+struct LifecyclePolicy {
+    bool allow_skip = false;
+    bool allow_rewrite = false;
+    // Why they are refused when not allowed (after "skip_inference refused: ").
+    std::string refusal = "this run cannot honour it (an extraction needs the evaluation's activations)";
+    std::size_t max_supplied_tokens = 0;  // skip_inference's ids: at most this many (generation.max_tokens)
+    std::uint32_t vocabulary_size = 0;    // and each below it (0: the model's n_vocab)
+    std::uint64_t max_prompt_bytes = 0;   // rewrite_prompt's text: at most this many bytes (0: max_input_bytes())
+};
+
+// A skip_inference request the run honours.
+struct SkipRequest {
+    std::string experiment;
+    std::vector<std::uint32_t> ids;
+};
+
+// A rewrite_prompt request the run honours.
+struct PromptRewrite {
+    std::string experiment;
+    std::string text;
+};
+
 struct RunnerOptions {
     config::FailurePolicy failure = config::FailurePolicy::Strict;
     std::uint32_t timeout_ms = 0;  // 0 = no timeout
     LogSink log;                   // empty: lines go to stderr as "[NAME] level: message"
     // A supervised worker's shared record (stage_record.hpp): set around every call into a plugin.
     StageRecord* progress = nullptr;
+    LifecyclePolicy lifecycle;
 };
 
-enum class StopReason { MaxTokens, EndOfGeneration, ContextFull };
+enum class StopReason { MaxTokens, EndOfGeneration, ContextFull, Skipped };
 
 enum class Outcome {
     Ok,        // every call it received succeeded
@@ -148,7 +185,15 @@ public:
     ExperimentRunner& operator=(const ExperimentRunner&) = delete;
 
     void on_model_loaded(const models::ModelConfig& model);
+    // The before_prefill round; the only time the lifecycle services answer.
     void before_prefill(const hooks::EvalInfo& prefill);
+
+    // What the before_prefill round asked for (the first request of each kind), if anything.
+    const std::optional<SkipRequest>& skip() const { return skip_; }
+    const std::optional<PromptRewrite>& rewrite() const { return rewrite_; }
+    // The tokens of the rewritten prompt: from now on run_info's prompt_token_ids and the
+    // contexts' prompt_tokens. (The original ids stay valid: a plugin may hold their span.)
+    void set_prompt_tokens(std::vector<std::uint32_t> ids);
 
     // Every tensor stage: each enabled experiment that implements and subscribes to it.
     void stage(hooks::Stage stage, const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView tensor) override;
@@ -157,6 +202,10 @@ public:
 
     // A token the generation chose (the 1.1 host service generated_token_ids shows them).
     void on_token(std::uint32_t token) { generated_.push_back(token); }
+
+    // The prompt the 1.2 prompt services show from now on (a dataset run's next sample,
+    // before its before_prefill); the run info's prompt_token_ids stay the run's.
+    void set_prompt(std::string text, std::vector<std::uint32_t> ids, std::vector<ember_token_span> spans);
 
     void on_generation_complete(std::size_t generated_tokens, StopReason reason);
 
@@ -192,6 +241,20 @@ private:
     void log(LogLevel level, std::string_view experiment, std::string_view message) const;
     static void host_log(void* host_data, std::uint32_t level, const char* message) noexcept;
     static std::uint64_t host_generated_token_ids(void* host_data, const std::uint32_t** ids) noexcept;
+    static ember_status host_skip_inference(void* host_data, const std::uint32_t* ids, std::uint64_t count,
+                                            ember_error_buffer* reason) noexcept;
+    static ember_status host_rewrite_prompt(void* host_data, const char* text, std::uint64_t length,
+                                            ember_error_buffer* reason) noexcept;
+    // Writes "WHAT refused: WHY" into `reason` (may be null) and the log, and returns `code`.
+    ember_status refuse(const Entry& e, std::string_view what, ember_status code, std::string_view why,
+                        ember_error_buffer* reason) const;
+    template <class Request, class Decide>
+    static ember_status lifecycle_request(void* host_data, std::string_view what, bool LifecyclePolicy::*allowed,
+                                          std::optional<Request> ExperimentRunner::*earlier, ember_error_buffer* reason,
+                                          Decide&& decide) noexcept;
+    static std::uint64_t host_prompt_text(void* host_data, const char** text) noexcept;
+    static std::uint64_t host_prompt_token_ids(void* host_data, const std::uint32_t** ids) noexcept;
+    static std::uint64_t host_prompt_token_spans(void* host_data, const ember_token_span** spans) noexcept;
 
     RunInfo run_;
     RunnerOptions options_;
@@ -200,6 +263,16 @@ private:
     std::vector<std::string> failures_;
     hooks::StageMask subscribed_ = 0;  // union of the enabled entries' stages
     std::vector<std::uint32_t> generated_;
+    const Entry* in_before_prefill_ = nullptr;  // the entry whose before_prefill is running
+    std::optional<SkipRequest> skip_;
+    std::optional<PromptRewrite> rewrite_;
+    const Entry* skip_owner_ = nullptr;  // who made each request
+    const Entry* rewrite_owner_ = nullptr;
+    std::vector<std::uint32_t> rewritten_prompt_ids_;
+    // The current prompt of the prompt services (run_'s until set_prompt).
+    std::string prompt_text_;
+    std::vector<std::uint32_t> prompt_ids_;
+    std::vector<ember_token_span> prompt_spans_;
 
     ember_model_context model_context_{};
     std::vector<ember_layer_context> layer_contexts_;  // per layer: its geometry (execution set per call)

@@ -13,8 +13,10 @@
 #include "common/sha256.hpp"
 #include "experiments/experiment_runner.hpp"
 #include "extract/dataset.hpp"
+#include "extract/dataset_merge.hpp"
 #include "extract/dataset_outputs.hpp"
 #include "extract/dataset_records.hpp"
+#include "extract/inputs_record.hpp"
 #include "extract/logit_lens.hpp"
 #include "hooks/hook_chain.hpp"
 
@@ -76,18 +78,22 @@ Prepared prepare(const Request& r, Sample sample, const std::filesystem::path& f
 }
 
 // The arrays every sample's rows go into, from the stages and layers asked for.
-std::vector<ArrayPlan> plan_arrays(const Selection& s, const models::ModelConfig& c) {
+// attention_pattern's width is each sample's own length: its rows are padded with zeros
+// to `longest`, the dataset's longest evaluation.
+std::vector<ArrayPlan> plan_arrays(const Selection& s, const models::ModelConfig& c, std::size_t longest) {
     std::vector<ArrayPlan> out;
     for (hooks::Stage stage : kStages) {
         if (!s.has(stage)) continue;
-        // Its width is each prompt's length: the samples' rows do not stack into one array.
-        if (stage == hooks::Stage::AttentionPattern)
-            throw Error("a dataset run cannot stack attention_pattern (its width is each prompt's length): "
-                        "extract it per prompt");
+        if (stage == hooks::Stage::AttentionPattern) {
+            for (std::uint32_t l : s.layers)
+                out.push_back({fmt::format("{}.layer{}.npy", hooks::stage_name(stage), l), ArrayPlan::Source::Stage, stage,
+                               l, "<f4", longest, c.layers[l].n_head});
+            continue;
+        }
         if (!is_layer_stage(stage)) {
             const std::size_t cols = stage == hooks::Stage::AfterLogits ? c.n_vocab : c.n_embd;
             out.push_back({fmt::format("{}.npy", hooks::stage_name(stage)), ArrayPlan::Source::Stage, stage, std::nullopt,
-                           "<f4", cols});
+                           "<f4", cols, 1});
             continue;
         }
         for (std::uint32_t l : s.layers) {
@@ -96,17 +102,17 @@ std::vector<ArrayPlan> plan_arrays(const Selection& s, const models::ModelConfig
                                      : stage == hooks::Stage::MlpActivation ? std::size_t{L.n_ff}
                                                                             : std::size_t{c.n_embd};
             out.push_back({fmt::format("{}.layer{}.npy", hooks::stage_name(stage), l), ArrayPlan::Source::Stage, stage, l,
-                           "<f4", cols});
+                           "<f4", cols, 1});
         }
     }
     if (s.logits != config::LogitsDump::None)
-        out.push_back({"logits.npy", ArrayPlan::Source::Logits, hooks::Stage::AfterLogits, std::nullopt, "<f4", c.n_vocab});
+        out.push_back({"logits.npy", ArrayPlan::Source::Logits, hooks::Stage::AfterLogits, std::nullopt, "<f4", c.n_vocab, 1});
     if (s.lens_top_k > 0) {
         for (std::uint32_t l : s.layers) {
             out.push_back({fmt::format("logit_lens.layer{}.ids.npy", l), ArrayPlan::Source::LensIds,
-                           hooks::Stage::AfterLayer, l, "<i4", s.lens_top_k});
+                           hooks::Stage::AfterLayer, l, "<i4", s.lens_top_k, 1});
             out.push_back({fmt::format("logit_lens.layer{}.logits.npy", l), ArrayPlan::Source::LensLogits,
-                           hooks::Stage::AfterLayer, l, "<f4", s.lens_top_k});
+                           hooks::Stage::AfterLayer, l, "<f4", s.lens_top_k, 1});
         }
     }
     return out;
@@ -139,6 +145,12 @@ void evaluate_sample(runtime::Session& session, const LoadedModel& model, runtim
     hooks::HookChain chain{runner, &*s.extractor};
     try {
         if (runner) {
+            // The prompt services show this sample's own text and tokens (a target's excluded).
+            std::vector<std::uint32_t> ids(p.evaluated.ids.begin(), p.evaluated.ids.begin() + p.prompt_tokens);
+            std::vector<ember_token_span> spans;
+            for (std::size_t i = 0; i < p.prompt_tokens; ++i)
+                spans.push_back({p.evaluated.tokens[i].start, p.evaluated.tokens[i].end});
+            runner->set_prompt(p.sample.text, std::move(ids), std::move(spans));
             hooks::EvalInfo info;
             info.phase = hooks::Phase::Prefill;
             info.n_tokens = p.evaluated.ids.size();
@@ -166,8 +178,8 @@ public:
         if (logits_stage && !all_logits_) return;
         split(e, v, [&](Extractor& x, const hooks::EvalInfo& i, hooks::TensorView s) { x.stage(stage, i, l, s); });
     }
-    // No attention_pattern: a packed evaluation computes none (models::attend), and a
-    // dataset run refuses the stage (plan_arrays).
+    // No attention_pattern: a packed evaluation computes none (models::attend); a dataset
+    // run that wants it evaluates every sample alone.
     bool wants(hooks::Stage stage) const override {
         if (stage == hooks::Stage::AttentionPattern) return false;
         for (const SampleRows* s : samples_)
@@ -223,12 +235,30 @@ void evaluate_packed(runtime::Session& session, const LoadedModel& model, runtim
     }
 }
 
-void draw_progress(const RunPoint& point, std::size_t total_samples, std::size_t total_tokens, std::size_t tokens_at_start,
-                   double seconds) {
-    const double rate = seconds > 0 ? static_cast<double>(point.tokens - tokens_at_start) / seconds : 0;
-    const double eta = rate > 0 ? static_cast<double>(total_tokens - point.tokens) / rate : 0;
-    fmt::print(stderr, "\r\x1b[Kember: {}/{} samples, {:.0f} tok/s, ETA {:.0f} s", point.samples, total_samples, rate, eta);
+// `done` and `total` count this run's samples and tokens (a shard's own).
+void draw_progress(const RunPoint& done, const RunPoint& total, std::size_t tokens_at_start, double seconds) {
+    const double rate = seconds > 0 ? static_cast<double>(done.tokens - tokens_at_start) / seconds : 0;
+    const double eta = rate > 0 ? static_cast<double>(total.tokens - done.tokens) / rate : 0;
+    fmt::print(stderr, "\r\x1b[Kember: {}/{} samples, {:.0f} tok/s, ETA {:.0f} s", done.samples, total.samples, rate, eta);
 }
+
+RunPoint operator-(const RunPoint& a, const RunPoint& b) {
+    return {a.samples - b.samples, a.rows - b.rows, a.tokens - b.tokens, a.skipped - b.skipped};
+}
+
+RunPoint& operator+=(RunPoint& a, const RunPoint& b) {
+    a.samples += b.samples;
+    a.rows += b.rows;
+    a.tokens += b.tokens;
+    a.skipped += b.skipped;
+    return a;
+}
+
+// One batch of the whole run: its first sample and what it holds.
+struct BatchPlan {
+    std::size_t first_sample = 0;
+    RunPoint count;
+};
 
 json::object dataset_manifest_arrays(DatasetOutputs& out, const Selection& s, json::object& manifest) {
     json::array tensors;
@@ -239,6 +269,20 @@ json::object dataset_manifest_arrays(DatasetOutputs& out, const Selection& s, js
         const json::array shape{a.rows(), a.cols()};
         switch (plan.source) {
             case ArrayPlan::Source::Stage:
+                if (plan.stage == hooks::Stage::AttentionPattern) {
+                    tensors.push_back({{"file", plan.name},
+                                       {"stage", hooks::stage_name(plan.stage)},
+                                       {"layer", *plan.layer},
+                                       {"phase", "prefill"},
+                                       {"shape", shape},
+                                       {"dtype", "float32"},
+                                       {"rows_per_row", plan.rows_per_row},
+                                       {"rows", "n_head rows per line of rows.jsonl: row r * n_head + h is head h of row r"},
+                                       {"columns", "KV positions 0 .. n_kv - 1 of the row's own sample (n_kv: its "
+                                                   "evaluated tokens, a target's included), then zeros up to the "
+                                                   "longest sample's"}});
+                    break;
+                }
                 tensors.push_back({{"file", plan.name},
                                    {"stage", hooks::stage_name(plan.stage)},
                                    {"layer", plan.layer ? json::value(*plan.layer) : json::value(nullptr)},
@@ -298,25 +342,51 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     request.output.positions = {config::PositionSelection::Kind::All, {}, {}};
     const Selection shape = resolve(request.output, model.model->config(), 1);
 
-    // Every line read, tokenized and resolved before anything is written.
+    // Every line read, tokenized and resolved before anything is written, and the run's
+    // batches planned: consecutive samples of at most pack_tokens tokens in all (a longer
+    // sample alone), as the loop below evaluates them. A shard is a contiguous range of the
+    // whole run's batches (config/shard.hpp over the batch count), so it evaluates exactly
+    // what the unsharded run evaluates and its rows are the same bits on any route.
     const DatasetInfo info = scan_dataset(file);
-    std::size_t total_tokens = 0, longest = 0;
+    const std::size_t pack_tokens = std::min(batch_tokens, context_length);
+    std::vector<BatchPlan> batches;
+    std::size_t longest = 0;
     bool any_target = false;
     {
         DatasetReader reader(file);
         Sample s;
+        std::size_t fill = 0;
         while (reader.next(s)) {
             any_target |= s.target.has_value();
             const Prepared p = prepare(request, std::move(s), file);
-            total_tokens += p.evaluated.ids.size();
             longest = std::max(longest, p.evaluated.ids.size());
+            const std::size_t n = p.selection ? p.evaluated.ids.size() : 0;
+            if (batches.empty() || fill + n > pack_tokens) {
+                batches.push_back({p.sample.index, {}});
+                fill = 0;
+            }
+            fill += n;
+            RunPoint& counted = batches.back().count;
+            counted.samples += 1;
+            counted.rows += p.selection ? p.selection->positions.size() : 0;
+            counted.tokens += p.evaluated.ids.size();
+            counted.skipped += p.selection ? 0 : 1;
         }
     }
+    const auto [first_batch, end_batch] = config.dataset.shard ? config::shard_range(batches.size(), *config.dataset.shard)
+                                                               : std::pair<std::size_t, std::size_t>{0, batches.size()};
+    const auto batch_start = [&](std::size_t b) { return b < batches.size() ? batches[b].first_sample : info.samples; };
+    const std::size_t begin = batch_start(first_batch), end = batch_start(end_batch);  // this run's samples
+    RunPoint first;  // where this run's samples start: the samples, rows and tokens before them
+    RunPoint total;  // this run's own samples and tokens
+    for (std::size_t b = 0; b < end_batch; ++b) (b < first_batch ? first : total) += batches[b].count;
 
     // One run per directory: an unfinished dataset run (progress.json) is continued in
     // place; a finished or other run is refused, or replaced with [output] overwrite.
     RunDirectoryOptions directory_options;
-    directory_options.overwrite = config.output.overwrite;
+    directory_options.overwrite = config.output.overwrite || options.overwrite;
+    if (options.skip_if_current)
+        directory_options.not_needed = [&](const std::filesystem::path&) { return current_result(config, config::config_hash(config)); };
     directory_options.holder = "ember extract --dataset";
     // (progress.json; or, killed between renaming the files into place and the manifest,
     // a dataset run's records without a manifest: rerun, it is written again whole).
@@ -327,7 +397,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     };
     RunDirectoryWriter writer(config.output.dir, directory_options);
     const std::string run_key = sha256_hex(config::canonical_json(config) + info.sha256);
-    DatasetOutputs out(writer.dir(), plan_arrays(shape, model.model->config()), any_target, run_key);
+    DatasetOutputs out(writer.dir(), plan_arrays(shape, model.model->config(), longest), any_target, run_key);
 
     runtime::SessionOptions session_options;
     session_options.route = *route;
@@ -338,18 +408,20 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     session_options.all_logits = shape.needs_all_logits() || any_target;
     runtime::Session session(*model.model, session_options);
     // A packed evaluation holds its samples' K/V side by side: it fits the context.
-    const std::size_t pack_tokens = std::min(batch_tokens, session.context_length());
+    if (pack_tokens > session.context_length()) throw Error("the batches were planned for a longer context than the session's");
 
     DatasetResult result;
     result.dir = writer.dir();
-    result.resumed_samples = out.resumed_at().samples;
-    RunPoint point = out.resumed_at();
+    RunPoint point = out.resumed() ? out.resumed_at() : first;
+    const RunPoint at_start = point;
+    result.resumed_samples = point.samples - first.samples;
     const auto start = Clock::now();
     const bool progress = options.progress && ::isatty(STDERR_FILENO);
 
     DatasetReader reader(file);
     Sample sample;
-    for (std::size_t i = 0; i < point.samples && reader.next(sample); ++i) {}  // finished by an earlier process
+    for (std::size_t i = 0; i < point.samples && reader.next(sample); ++i) {}  // another shard's, or finished earlier
+    const auto next_sample = [&] { return reader.next(sample) && sample.index < end; };
     DatasetRecords appender(out, model.tokenizer);
     std::optional<Prepared> pending;  // read, but beyond the previous batch
     while (true) {
@@ -357,7 +429,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
         // sample alone); with experiments, each sample still has an evaluation of its own.
         std::vector<Prepared> batch;
         std::size_t tokens = 0;
-        while (pending || reader.next(sample)) {
+        while (pending || next_sample()) {
             Prepared p = pending ? std::move(*pending) : prepare(request, std::move(sample), file);
             pending.reset();
             const std::size_t n = p.selection ? p.evaluated.ids.size() : 0;
@@ -375,7 +447,8 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
             rows[i].prepared = &batch[i];
             if (batch[i].selection) evaluated.push_back(&rows[i]);
         }
-        if (options.experiments || evaluated.size() == 1) {
+        // A packed evaluation computes no attention pattern (models::attend): then each sample alone too.
+        if (options.experiments || evaluated.size() == 1 || shape.has(hooks::Stage::AttentionPattern)) {
             for (SampleRows* r : evaluated)
                 evaluate_sample(session, model, *route, threads, options.experiments, *r,
                                 sample_name(r->prepared->sample, file));
@@ -385,7 +458,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
         for (const SampleRows& r : rows) appender.append(r, point);
         out.checkpoint(point);
         ++result.batches;
-        if (progress) draw_progress(point, info.samples, total_tokens, out.resumed_at().tokens,
+        if (progress) draw_progress(point - first, total, (at_start - first).tokens,
                                     std::chrono::duration<double>(Clock::now() - start).count());
         if (options.on_batch) options.on_batch(point.samples);
     }
@@ -393,6 +466,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
 
     // The arrays' headers made true, every file renamed into place, the manifest last.
     out.finish();
+    const RunPoint own = point - first;
     json::object manifest{
         {"schema_version", kManifestSchemaVersion},
         {"kind", "ember.dataset_extraction"},
@@ -415,10 +489,10 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
          {{"path", file.string()},
           {"sha256", info.sha256},
           {"bytes", info.bytes},
-          {"samples", point.samples},
-          {"skipped", point.skipped},
-          {"rows", point.rows},
-          {"tokens", point.tokens}}},
+          {"samples", own.samples},
+          {"skipped", own.skipped},
+          {"rows", own.rows},
+          {"tokens", own.tokens}}},
         {"selection", {{"default", config.dataset.select}, {"on_empty", config.dataset.skip_empty ? "skip" : "error"}}},
         {"batch_tokens", batch_tokens},
         {"model", model_record(model.path, model.file, model.model->config(), model.sha256)},
@@ -427,16 +501,22 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
         {"threads", threads},
         {"config_hash", config::config_hash(config)},
         {"config", config::to_json(config)},
+        {"inputs", inputs_json(collect_inputs(config, model.sha256))},
         {"trace", nullptr},
     };
     dataset_manifest_arrays(out, shape, manifest);
+    if (config.dataset.shard) {  // last: ember merge takes it off
+        manifest["shard"] = shard_record(*config.dataset.shard, info.samples, {begin, end}, batches.size(),
+                                         {first_batch, end_batch}, first.rows, manifest.at("config").as_object(),
+                                         info.sha256, model.sha256);
+    }
     writer.commit(std::move(manifest));
 
-    result.samples = point.samples;
-    result.skipped = point.skipped;
-    result.rows = point.rows;
-    result.tokens = point.tokens;
-    result.tokens_this_run = point.tokens - out.resumed_at().tokens;
+    result.samples = own.samples;
+    result.skipped = own.skipped;
+    result.rows = own.rows;
+    result.tokens = own.tokens;
+    result.tokens_this_run = point.tokens - at_start.tokens;
     result.arrays = out.plans().size() + (any_target ? 1 : 0);
     result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return result;

@@ -7,6 +7,11 @@
 // stops the run naming the file, line and sample id. Then batches of samples (up to
 // dataset.batch_tokens tokens) are evaluated and their rows appended to the arrays; each
 // finished batch is a resume point (dataset_outputs.hpp). The manifest is written last.
+// With dataset.shard = K/N only the shard's batches are evaluated: shard K of the whole
+// run's B batches (config/shard.hpp over B), the same samples packed the same way as in the
+// unsharded run; its rows and samples keep their places in the whole dataset (global row
+// and sample numbers), and the manifest's "shard" record says which they are
+// (dataset_merge.hpp joins shards).
 //
 //   const auto result = extract::run_dataset_extraction(model, config);
 #pragma once
@@ -31,6 +36,8 @@ struct DatasetRunOptions {
     std::function<void(std::size_t samples_done)> on_batch;  // after each checkpoint (tests stop a run here)
     // Experiments, called per sample (docs/extraction.md, "Experiments on a dataset").
     experiments::ExperimentRunner* experiments = nullptr;
+    bool overwrite = false;        // replace an earlier run in the directory (a sweep replacing a stale result)
+    bool skip_if_current = false;  // RunNotNeeded when the directory holds a current result (extract::current_result)
 };
 
 struct DatasetResult {

@@ -30,6 +30,9 @@ struct ArrayPlan {
     std::optional<std::uint32_t> layer;
     std::string descr;  // "<f4" | "<i4"
     std::size_t cols = 0;
+    // attention_pattern: n_head rows per selected row, each the sample's n_kv weights
+    // followed by zeros up to `cols` (the dataset's longest evaluation).
+    std::size_t rows_per_row = 1;
 };
 
 // Where a run stands: samples, rows and tokens done.

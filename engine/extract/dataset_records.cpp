@@ -4,6 +4,7 @@
 
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <limits>
 
 #include "common/error.hpp"
@@ -63,6 +64,10 @@ void DatasetRecords::append_arrays(const SampleRows& s) {
             case ArrayPlan::Source::Stage:
                 for (const Capture* c : captures) {
                     if (c->stage != plan.stage || c->layer != plan.layer) continue;
+                    if (plan.rows_per_row > 1) {
+                        append_padded(i, *c, rows);
+                        continue;
+                    }
                     if (c->values.size() != rows * plan.cols)
                         throw Error(fmt::format("{}: {} values for {} rows of {} columns", plan.name, c->values.size(),
                                                 rows, plan.cols));
@@ -80,6 +85,20 @@ void DatasetRecords::append_arrays(const SampleRows& s) {
                 break;
         }
     }
+}
+
+// attention_pattern: [rows * n_head, n_kv] of one sample, each row padded with zeros to
+// the array's width.
+void DatasetRecords::append_padded(std::size_t array, const Capture& c, std::size_t rows) {
+    const ArrayPlan& plan = out_.plans()[array];
+    const std::size_t n = rows * plan.rows_per_row;
+    if (c.rows_per_position != plan.rows_per_row || c.cols > plan.cols || c.values.size() != n * c.cols)
+        throw Error(fmt::format("{}: {} values for {} rows of at most {} columns", plan.name, c.values.size(), n, plan.cols));
+    std::vector<float> padded(n * plan.cols, 0.0f);
+    for (std::size_t r = 0; r < n; ++r)
+        std::copy_n(c.values.begin() + static_cast<std::ptrdiff_t>(r * c.cols), c.cols,
+                    padded.begin() + static_cast<std::ptrdiff_t>(r * plan.cols));
+    out_.array(array).append(padded.data(), n);
 }
 
 void DatasetRecords::append_rows(const SampleRows& s, std::size_t first_row) {

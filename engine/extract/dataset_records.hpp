@@ -43,6 +43,7 @@ public:
 
 private:
     void append_arrays(const SampleRows& s);
+    void append_padded(std::size_t array, const Capture& c, std::size_t rows);
     void append_rows(const SampleRows& s, std::size_t first_row);
     void append_target(const SampleRows& s);
 

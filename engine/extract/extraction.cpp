@@ -161,6 +161,7 @@ void write_extraction(RunDirectoryWriter& writer, const Extractor* extractor, co
         {"logit_lens", std::move(arrays.lens)},
         {"trace", std::move(trace)},
     };
+    if (!run.lifecycle.is_null()) manifest["lifecycle"] = run.lifecycle;
     writer.commit(std::move(manifest));
 }
 

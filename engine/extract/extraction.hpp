@@ -8,6 +8,7 @@
 #pragma once
 
 #include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
 
 #include <filesystem>
 #include <functional>
@@ -44,6 +45,9 @@ struct RunRecord {
     std::optional<trace::JournalSummary> trace;  // its path as configured (not the staging one)
     boost::json::array inputs;                   // extract::inputs_json of the run's inputs
     std::size_t threads = 0;                     // recorded, not hashed (results do not depend on it)
+    // ember run: what the experiments' lifecycle requests changed (a skip, a rewritten
+    // prompt; app/run_job.hpp lifecycle_json); null: nothing, and the manifest has no "lifecycle".
+    boost::json::value lifecycle = nullptr;
 };
 
 // Writes every capture, the logits dump and the logit lens of `extractor` (none when

@@ -89,6 +89,7 @@ std::vector<InputFile> collect_inputs(const config::RunConfig& config, const std
         out.push_back(input_file("model", config.model.path));
     }
     if (config.prompt.file) out.push_back(input_file("prompt_file", *config.prompt.file));
+    if (config.dataset.path) out.push_back(input_file("dataset", *config.dataset.path));
     if (config.defaults_file) out.push_back(input_file("defaults_file", *config.defaults_file));
     for (std::size_t i = 0; i < config.experiments.size(); ++i) {
         const config::ExperimentEntry& e = config.experiments[i];

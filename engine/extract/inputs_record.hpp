@@ -6,7 +6,7 @@
 //   file an experiment's config names: a steering vector), experiment_source (a directory
 //   with a sealed manifest an experiment's config names: a patch source; recorded by its
 //   manifest.json's bytes, with that manifest's run_id and manifest_sha256 seal), and
-//   dataset files (added by the dataset extraction with input_file()).
+//   dataset (a dataset run's file).
 // A string in an [experiment.config] table is taken for a path when, resolved against the
 // experiment's base directory, it names an existing file or a directory holding a
 // manifest.json.

@@ -216,6 +216,12 @@ FileRecord RunDirectoryWriter::write_text(const std::string& name, std::string_v
     return write_bytes(name, text, nullptr, 0);
 }
 
+void RunDirectoryWriter::add_file(FileRecord record) {
+    check_name(record.name);
+    files_.push_back(record);
+    if (on_file_written) on_file_written(record);
+}
+
 std::map<std::string, FileRecord> RunDirectoryWriter::list_directory() const {
     std::map<std::string, FileRecord> written;
     for (const FileRecord& f : files_) written[f.name] = f;

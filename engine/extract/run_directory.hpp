@@ -68,6 +68,9 @@ public:
     FileRecord write_npy_f32(const std::string& name, const float* data, const std::vector<std::size_t>& shape);
     FileRecord write_npy_i32(const std::string& name, const std::int32_t* data, const std::vector<std::size_t>& shape);
     FileRecord write_text(const std::string& name, std::string_view text);
+    // A file the caller wrote into dir() itself (streamed, ember merge), with its size and
+    // SHA-256, so that commit() lists it without reading it again.
+    void add_file(FileRecord record);
 
     // Writes manifest.json: `manifest` plus "files" (every file under the directory:
     // name -> {bytes, sha256}) and the seal; then publishes. Refuses to replace a

@@ -51,7 +51,12 @@ void report_sampling(const Session& session, const Sampler& sampler, std::size_t
 }  // namespace
 
 std::string_view stop_reason_name(StopReason reason) {
-    return reason == StopReason::MaxTokens ? "max_tokens" : "end_of_generation";
+    switch (reason) {
+        case StopReason::MaxTokens: return "max_tokens";
+        case StopReason::EndOfGeneration: return "end_of_generation";
+        case StopReason::Skipped: return "skipped";
+    }
+    return "max_tokens";
 }
 
 GenerationResult generate(Session& session, std::span<const std::int32_t> prompt, const GenerationOptions& options,

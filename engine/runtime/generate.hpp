@@ -16,8 +16,10 @@
 
 namespace ember::runtime {
 
-enum class StopReason { MaxTokens, EndOfGeneration };
-std::string_view stop_reason_name(StopReason reason);  // "max_tokens", "end_of_generation"
+// Skipped: nothing was evaluated, an experiment supplied the tokens (ABI 1.1 skip_inference;
+// app/run_job.cpp makes such a result, generate() never returns it).
+enum class StopReason { MaxTokens, EndOfGeneration, Skipped };
+std::string_view stop_reason_name(StopReason reason);  // "max_tokens", "end_of_generation", "skipped"
 
 struct GenerationOptions {
     std::size_t max_tokens = 32;

@@ -6,6 +6,7 @@
 //   stage = "after_mlp"        # required: where to ablate
 //   layers = [1]               # or "all" (default)
 //   positions = "all"          # or "last", or [0, 3]
+//   select = "substring:كتب"   # instead of positions: a selection spec on the prompt's text
 //   phase = "all"              # or "prefill", "decode"
 //   mode = "zero"              # or "scale" (then scale = 0.5)
 //   heads = [3]                # head_outputs only: these heads' columns (default all)
@@ -25,8 +26,9 @@ using ember_plugins::Stage;
 
 class Ablate : public ember_plugins::StageExperiment {
 public:
-    explicit Ablate(const ember::ExperimentConfig& config) : selection_(config, {}) {
-        config.expect_only({"stage", "stages", "layers", "positions", "phase", "mode", "scale", "heads", "neurons"});
+    explicit Ablate(const ember::ExperimentConfig& config) : StageExperiment(Selection(config, {})) {
+        config.expect_only(
+            {"stage", "stages", "layers", "positions", "select", "phase", "mode", "scale", "heads", "neurons"});
         selection_.refuse_read_only("ablate");
         const std::string mode = config.get_string("mode", "zero");
         if (mode == "scale") {
@@ -61,9 +63,6 @@ private:
         return status;
     }
 
-    const Selection& selection() const override { return selection_; }
-
-    Selection selection_;
     bool zero_ = true;
     float scale_ = 1.0f;
 };

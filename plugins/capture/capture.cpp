@@ -8,8 +8,16 @@
 //   stages = ["after_layer"]   # default ["after_layer"]
 //   layers = "all"             # or [0, 3]
 //   positions = "all"          # or "last", or [0, 3]
+//   select = "substring:كتب"   # instead of positions: a selection spec on the prompt's text
 //   phase = "all"              # or "prefill", "decode"
 //   dir = "capture"            # a subdirectory of the run's output directory (default "capture")
+//
+// Every array entry says which spec selected its rows ("select", null with positions) and,
+// per row, the token's byte span in its prompt ("byte_spans", [start, end], null for a
+// generated token) and, with a spec, whether it only partly covers the anchored bytes
+// ("partial"). The manifest's "run" records the prompt's text and token spans beside its
+// ids (as the host gave them at create: empty in a dataset run), which patch's
+// source_select resolves against.
 //
 // One array per (stage, layer, phase): rows are the selected positions in the order they
 // were computed (prefill: the prompt's; decode: one row per step). attention_pattern
@@ -55,6 +63,8 @@ struct Series {
     std::optional<std::size_t> step;  // attention_pattern in decode: one array per step
     std::vector<std::size_t> positions;
     std::vector<std::size_t> heads;  // attention_pattern: each row's head
+    std::vector<std::optional<ember::selection::TokenSpan>> spans;  // each row's, none for a generated token
+    std::vector<bool> partial;                                      // each row's, with a spec
     std::vector<float> values;  // [positions.size(), cols]
 
     std::string file_name() const {
@@ -84,8 +94,9 @@ fs::path inside_run_directory(const std::string& dir, const fs::path& run_dir) {
 
 class Capture : public ember_plugins::StageExperiment {
 public:
-    explicit Capture(const ember::ExperimentConfig& config) : selection_(config, {EMBER_STAGE_AFTER_LAYER}) {
-        config.expect_only({"stage", "stages", "layers", "positions", "phase", "dir", "heads"});
+    explicit Capture(const ember::ExperimentConfig& config)
+        : StageExperiment(Selection(config, {EMBER_STAGE_AFTER_LAYER})) {
+        config.expect_only({"stage", "stages", "layers", "positions", "select", "phase", "dir", "heads"});
         const ember::RunInfo info = ember::host().run_info();
         if (info.output_dir.empty()) throw std::runtime_error("capture needs the run's output directory; the host gave none");
         dir_ = inside_run_directory(config.get_string("dir", "capture"), fs::path(std::string(info.output_dir)));
@@ -95,6 +106,15 @@ public:
         route_ = info.route;
         config_hash_ = info.config_hash;
         prompt_token_ids_.assign(info.prompt_token_ids.begin(), info.prompt_token_ids.end());
+        prompt_text_ = ember::host().prompt_text();
+        prompt_spans_ = ember_plugins::to_token_spans(ember::host().prompt_token_spans());
+    }
+
+    // The spec's rows in this prompt, and the prompt's token spans for the rows' records.
+    ember::Status before_prefill(const ember::ExecutionContext& ctx) override {
+        if (auto s = StageExperiment::before_prefill(ctx); !s.ok()) return s;
+        spans_ = ember_plugins::to_token_spans(ember::host().prompt_token_spans());
+        return {};
     }
 
     const char* name() const override { return "capture"; }
@@ -125,7 +145,7 @@ private:
             pattern && ctx.phase == ember::ExecutionPhase::Decode ? std::optional<std::size_t>(ctx.decode_step) : std::nullopt;
         const auto key = std::make_tuple(static_cast<int>(stage), layer ? static_cast<long>(*layer) : -1L,
                                          static_cast<int>(ctx.phase), step ? static_cast<long>(*step) : -1L);
-        auto [it, fresh] = series_.try_emplace(key, Series{stage, layer, ctx.phase, 0, step, {}, {}, {}});
+        auto [it, fresh] = series_.try_emplace(key, Series{stage, layer, ctx.phase, 0, step, {}, {}, {}, {}, {}});
         Series& s = it->second;
         if (fresh) s.cols = tensor.shape()[1];
         if (s.cols != tensor.shape()[1])
@@ -136,11 +156,28 @@ private:
             s.values.insert(s.values.end(), values.begin(), values.end());
             s.positions.push_back(position);
             if (pattern) s.heads.push_back(row / ctx.input_token_count);
+            s.spans.push_back(ctx.phase == ember::ExecutionPhase::Prefill && position < spans_.size()
+                                  ? std::optional(spans_[position])
+                                  : std::nullopt);
+            if (selection_.spec()) s.partial.push_back(is_partial(position));
         });
         return {};
     }
 
-    const Selection& selection() const override { return selection_; }
+    bool is_partial(std::size_t position) const {
+        for (const auto& row : selection_.selected())
+            if (row.position == position) return row.partial;
+        return false;
+    }
+
+    // Each row's byte span, null for a generated token.
+    static std::string spans_json(const Series& s) {
+        std::string out = "[";
+        for (std::size_t i = 0; i < s.spans.size(); ++i)
+            out += std::string(i ? ", " : "") +
+                   (s.spans[i] ? ember_plugins::json_span(s.spans[i]->start, s.spans[i]->end) : std::string("null"));
+        return out + "]";
+    }
 
     void write(bool complete, std::string_view error) const {
         using ember_plugins::json_string;
@@ -164,6 +201,9 @@ private:
                       ", \"phase\": " + json_string(ember::phase_name(s.phase)) +
                       ", \"positions\": " + ember_plugins::json_int_array(s.positions) +
                       (s.heads.empty() ? "" : ", \"heads\": " + ember_plugins::json_int_array(s.heads)) +
+                      ", \"select\": " + (selection_.spec() ? json_string(selection_.spec()->to_string()) : "null") +
+                      ", \"byte_spans\": " + spans_json(s) +
+                      (selection_.spec() ? ", \"partial\": " + ember_plugins::json_bool_array(s.partial) : "") +
                       (s.step ? ", \"step\": " + std::to_string(*s.step) : "") + ", \"shape\": [" +
                       std::to_string(rows) + ", " + std::to_string(s.cols) + "], \"dtype\": \"float32\"}";
         }
@@ -174,7 +214,9 @@ private:
             json_string(run_id_) + ", \"model_path\": " + json_string(model_path_) +
             ", \"model_sha256\": " + json_string(model_sha256_) + ", \"route\": " + json_string(route_) +
             ", \"config_hash\": " + json_string(config_hash_) +
-            ", \"prompt_token_ids\": " + ember_plugins::json_int_array(prompt_token_ids_) + "},\n  \"model\": " +
+            ", \"prompt_token_ids\": " + ember_plugins::json_int_array(prompt_token_ids_) + ", " +
+            ember_plugins::json_member("prompt_text", prompt_text_) + ", \"prompt_token_spans\": " + prompt_spans_json() +
+            "},\n  \"model\": " +
             (model_.empty() ? "null" : model_) + ",\n  \"arrays\": [" + arrays + (arrays.empty() ? "" : "\n  ") +
             "],\n  \"files\": {" + files + (files.empty() ? "" : "\n  ") + "},\n  " +
             ember::seal::member(ember::seal::zeros()) + "\n}\n";
@@ -182,10 +224,19 @@ private:
         ember::npy::write_file_atomically(dir_ / "manifest.json", sealed, nullptr, 0);
     }
 
-    Selection selection_;
+    std::string prompt_spans_json() const {
+        std::string out = "[";
+        for (std::size_t i = 0; i < prompt_spans_.size(); ++i)
+            out += std::string(i ? ", " : "") + ember_plugins::json_span(prompt_spans_[i].start, prompt_spans_[i].end);
+        return out + "]";
+    }
+
     fs::path dir_;
     std::string run_id_, model_path_, model_sha256_, route_, config_hash_;
     std::vector<std::uint32_t> prompt_token_ids_;
+    std::string prompt_text_;                                // the run's prompt, as at create
+    std::vector<ember::selection::TokenSpan> prompt_spans_;  // its tokens' byte spans
+    std::vector<ember::selection::TokenSpan> spans_;         // the current prompt's (set at before_prefill)
     std::string model_;
     std::map<std::tuple<int, long, int, long>, Series> series_;
 };

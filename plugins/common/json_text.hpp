@@ -5,6 +5,7 @@
 
 #include <ember/utf8.hpp>
 
+#include <cstddef>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -40,6 +41,24 @@ inline std::string json_member(std::string_view key, std::string_view text) {
     std::string out = json_string(key) + ": " + json_string(text);
     if (!ember::utf8::is_valid(text)) out += ", " + json_string(std::string(key) + "_hex") + ": " + json_string(ember::utf8::hex(text));
     return out;
+}
+
+// A byte span [start, end) as the JSON array [start, end].
+inline std::string json_span(std::size_t start, std::size_t end) {
+    return "[" + std::to_string(start) + ", " + std::to_string(end) + "]";
+}
+
+// A list of booleans as a JSON array.
+template <class Range>
+std::string json_bool_array(const Range& values) {
+    std::string out = "[";
+    bool first = true;
+    for (bool v : values) {
+        out += first ? "" : ", ";
+        out += v ? "true" : "false";
+        first = false;
+    }
+    return out + "]";
 }
 
 // A list of integers as a JSON array.

@@ -3,17 +3,24 @@
 //   stage = "after_mlp"              # or stages = ["after_mlp", "after_layer"]
 //   layers = [0, 3]                  # or "all" (default); ignored by logits stages
 //   positions = [0, 5]               # absolute token positions, or "last", or "all" (default)
+//   select = "substring:كتب:last"    # or a selection spec anchored to the prompt's text
+//                                    # (ember/selection.hpp), instead of positions
 //   phase = "prefill"                # or "decode", or "all" (default)
 //   heads = [2, 5]                   # head_outputs / attention_pattern only: these heads (default all)
 //   neurons = [17, 301]              # mlp_activation only: these columns (default all)
 //
 // "last" is the last position of each evaluation: the prompt's last token in prefill,
-// the one token of every decode step. The stages are ember/stages.h's tensor stages, by
+// the one token of every decode step. `select` (a string or the object form) is resolved
+// at every before_prefill against the prompt's text and token spans, which the host gives
+// (plugin ABI 1.2): the run's prompt, or in a dataset run each sample's. It picks prompt
+// positions only (no decode row), and a spec that selects nothing fails before_prefill,
+// naming the key and the spec. The stages are ember/stages.h's tensor stages, by
 // their ABI ids. Shared by the built-ins; header-only, built against the SDK alone like
 // the plugins themselves.
 #pragma once
 
 #include <ember/experiment.hpp>
+#include <ember/selection.hpp>
 
 #include <algorithm>
 #include <array>
@@ -21,6 +28,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -50,6 +58,39 @@ inline std::optional<Stage> stage_from_name(std::string_view name) {
     return std::nullopt;
 }
 
+// The selection spec under `key` (a string or the object form), if given; a ConfigError
+// naming the key when it is not a spec.
+inline std::optional<ember::selection::Spec> read_spec(const ember::ExperimentConfig& config, const char* key) {
+    const ember::JsonValue* v = config.json().find(key);
+    if (!v) return std::nullopt;
+    try {
+        return ember::selection::from_json(*v);
+    } catch (const ember::selection::SpecError& e) {
+        throw ember::ConfigError(std::string("config key '") + key + "': " + e.what());
+    }
+}
+
+// The spans of the host's current prompt, as ember/selection.hpp takes them.
+inline std::vector<ember::selection::TokenSpan> to_token_spans(std::span<const ember_token_span> spans) {
+    std::vector<ember::selection::TokenSpan> out;
+    for (const ember_token_span& t : spans)
+        out.push_back({static_cast<std::size_t>(t.start), static_cast<std::size_t>(t.end)});
+    return out;
+}
+
+// The rows `spec` (configured under `key`) selects in `text`; an error message naming
+// the key, the spec and `where` (e.g. "this prompt") when it selects nothing.
+inline std::vector<ember::selection::Selected> resolve_spec(const ember::selection::Spec& spec, const char* key,
+                                                            std::string_view text,
+                                                            std::span<const ember::selection::TokenSpan> spans,
+                                                            const std::string& where, std::string& error) {
+    ember::selection::Resolved r = ember::selection::resolve(spec, text, spans);
+    if (r.rows.empty())
+        error = std::string("config key '") + key + "' = '" + spec.to_string() + "' selects nothing in " + where + ": " +
+                r.why_empty;
+    return std::move(r.rows);
+}
+
 inline bool is_layer_stage(Stage s) { return ember_find_stage(s)->kind == EMBER_STAGE_KIND_LAYER; }
 inline bool is_read_only(Stage s) { return ember_find_stage(s)->access == EMBER_ACCESS_READ_ONLY; }
 
@@ -63,9 +104,11 @@ inline std::vector<Stage> writable_stages() {
 
 class Selection {
 public:
-    // Reads stage/stages, layers, positions and phase. `default_stages` applies when
+    // Reads stage/stages, layers, positions (or the spec) and phase. `default_stages` applies when
     // neither stage nor stages is given; empty means one of them is required.
-    Selection(const ember::ExperimentConfig& config, std::vector<Stage> default_stages) {
+    // `select_key` names the spec key (patch reads its target's spec as target_select).
+    Selection(const ember::ExperimentConfig& config, std::vector<Stage> default_stages, const char* select_key = "select")
+        : select_key_(select_key) {
         if (config.has("stage") && config.has("stages")) throw ember::ConfigError("give stage or stages, not both");
         std::vector<std::string> names;
         if (config.has("stage")) names.push_back(config.get_string("stage", ""));
@@ -104,7 +147,39 @@ public:
         if (phase == "prefill") phase_ = PhaseFilter::Prefill;
         else if (phase == "decode") phase_ = PhaseFilter::Decode;
         else if (phase != "all") throw ember::ConfigError("config key 'phase' must be \"all\", \"prefill\" or \"decode\"");
+        spec_ = read_spec(config, select_key_);
+        if (spec_ && config.has("positions"))
+            throw ember::ConfigError(std::string("give positions or ") + select_key_ + ", not both");
+        if (spec_ && phase_ == PhaseFilter::Decode)
+            throw ember::ConfigError(std::string("config key '") + select_key_ +
+                                     "' selects prompt positions, which phase = \"decode\" never holds");
     }
+
+    // Resolves the spec (if any) against the host's current prompt: call at before_prefill.
+    // An error naming the key and the spec when the host gives no prompt text or the spec
+    // selects nothing.
+    ember::Status select_in_prompt() {
+        if (!spec_) return {};
+        const ember::Host host = ember::host();
+        if (!host.has_prompt_text())
+            return ember::Status::error(std::string("config key '") + select_key_ +
+                                        "' needs the prompt's text and token spans, which this host does not give "
+                                        "(plugin ABI 1.2)");
+        spans_ = to_token_spans(host.prompt_token_spans());
+        std::string error;
+        selected_ = resolve_spec(*spec_, select_key_, host.prompt_text(), spans_, "this prompt", error);
+        if (!error.empty()) return ember::Status::error(error);
+        chosen_.assign(spans_.size(), false);
+        for (const auto& row : selected_) chosen_[row.position] = true;
+        return {};
+    }
+
+    // The spec (when positions come from one), its key, and what it selected in the
+    // current prompt (ascending positions) with that prompt's token spans.
+    const std::optional<ember::selection::Spec>& spec() const { return spec_; }
+    const char* select_key() const { return select_key_; }
+    const std::vector<ember::selection::Selected>& selected() const { return selected_; }
+    const std::vector<ember::selection::TokenSpan>& prompt_spans() const { return spans_; }
 
     // Refuses layers the model does not have (call from on_model_loaded).
     ember::Status check_layers(const ember::ModelContext& model) const {
@@ -191,6 +266,7 @@ public:
 
     // Is the row holding `position` selected, in an evaluation ending at `sequence_length`?
     bool wants_position(std::size_t position, std::size_t sequence_length) const {
+        if (spec_) return position < chosen_.size() && chosen_[position];
         if (last_only_) return position + 1 == sequence_length;
         if (all_positions_) return true;
         return std::find(positions_.begin(), positions_.end(), position) != positions_.end();
@@ -252,6 +328,11 @@ private:
     bool last_only_ = false;
     std::vector<std::size_t> positions_;
     PhaseFilter phase_ = PhaseFilter::All;
+    const char* select_key_;
+    std::optional<ember::selection::Spec> spec_;
+    std::vector<ember::selection::TokenSpan> spans_;    // the current prompt's
+    std::vector<ember::selection::Selected> selected_;  // what spec_ selects in it
+    std::vector<bool> chosen_;                          // by position: selected
 };
 
 }  // namespace ember_plugins

@@ -1,7 +1,9 @@
 // The base of the built-ins that treat every tensor stage alike: the stage methods all
 // lead to one act(stage, context, layer, tensor), with no layer for the logits stages,
 // and the instance subscribes only to the stages its selection names (so an unselected
-// attention_pattern is never computed). Header-only, built against the SDK alone like
+// attention_pattern is never computed). It owns the Selection and resolves its `select`
+// spec at every before_prefill (a derived class that needs before_prefill too calls
+// StageExperiment::before_prefill first). Header-only, built against the SDK alone like
 // the plugins themselves.
 #pragma once
 
@@ -9,6 +11,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <utility>
 
 #include "common/selection.hpp"
 
@@ -16,6 +19,10 @@ namespace ember_plugins {
 
 class StageExperiment : public ember::Experiment {
 public:
+    explicit StageExperiment(Selection selection) : selection_(std::move(selection)) {}
+
+    ember::Status before_prefill(const ember::ExecutionContext&) override { return selection_.select_in_prompt(); }
+
     ember::Status before_layer(const ember::LayerContext& c, ember::TensorAccess& t) final {
         return act(EMBER_STAGE_BEFORE_LAYER, c, c.layer_index, t);
     }
@@ -46,18 +53,19 @@ public:
     ember::Status after_logits(const ember::ExecutionContext& c, ember::TensorAccess& t) final {
         return act(EMBER_STAGE_AFTER_LOGITS, c, std::nullopt, t);
     }
-    std::uint64_t subscribed_stages() const override { return selection().stage_bits(); }
+    std::uint64_t subscribed_stages() const override { return selection_.stage_bits(); }
 
 protected:
     // For a layer stage (layer set), `context` is the stage's LayerContext (its geometry:
     // layer_context(context).n_head).
     virtual ember::Status act(Stage stage, const ember::ExecutionContext& context, std::optional<std::size_t> layer,
                               ember::TensorAccess& tensor) = 0;
-    virtual const Selection& selection() const = 0;
 
     static const ember::LayerContext& layer_context(const ember::ExecutionContext& context) {
         return static_cast<const ember::LayerContext&>(context);
     }
+
+    Selection selection_;
 };
 
 }  // namespace ember_plugins

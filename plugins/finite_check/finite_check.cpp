@@ -26,7 +26,7 @@ using ember_plugins::Stage;
 class FiniteCheck : public ember_plugins::StageExperiment {
 public:
     explicit FiniteCheck(const ember::ExperimentConfig& config)
-        : selection_(config, ember_plugins::block_stages()) {
+        : StageExperiment(Selection(config, ember_plugins::block_stages())) {
         config.expect_only({"stage", "stages", "layers", "phase"});
     }
 
@@ -55,9 +55,6 @@ private:
         return {};
     }
 
-    const Selection& selection() const override { return selection_; }
-
-    Selection selection_;
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // patch: replaces activations with ones a `capture` experiment saved in an earlier run
 // (activation patching). Route-locked: the source must come from the same model file
-// (sha256), a prompt of the same length and the same route, or patch refuses it by name.
+// (sha256), the same route and, when rows are matched by position, a prompt of the same
+// length, or patch refuses it by name.
 // The source is checked by content: its manifest's seal must match, and every array patch
 // reads must have the size and SHA-256 its files table says.
 //
@@ -14,6 +15,18 @@
 //   phase = "prefill"              # or "decode", or "all" (default)
 //   record = "patch.json"          # the record, in the run's output directory (default "patch.json")
 //
+// Instead of positions, rows can be matched by text (selection specs, ember/selection.hpp),
+// across prompts of different lengths:
+//   source_select = "substring:كتب"  # the rows of the source's prompt to take
+//   target_select = "substring:درس"  # the rows of this run's prompt to write them to
+//   select = "substring:كتب:last"    # or one spec for both sides
+// The k-th row the source spec selects (in position order) goes to the k-th row the target
+// spec selects. The source spec is resolved once against the prompt text and token spans
+// the source's manifest records; the target spec at every before_prefill against this
+// run's prompt (each sample's in a dataset run). Different row counts are refused, naming
+// both specs and both counts; a spec that selects nothing is an error naming it. Only
+// prompt rows are matched this way (phase "prefill" or "all"; decode rows are left alone).
+//
 // head_outputs and mlp_activation patch like the block stages (rows by position);
 // attention_pattern is read-only: refused when named, skipped in a source otherwise.
 //
@@ -25,8 +38,10 @@
 //
 // The record (kind "ember.patch", strict JSON, sealed into the run's manifest with every
 // other file) says which source was used, by its run id and manifest seal, and how many
-// rows were written per stage, layer and phase; it is written when the generation
-// completes or fails ("complete": false, the error).
+// rows were written per stage, layer and phase; with specs, "selection" names both specs
+// and the rows they matched (position, byte span, partial): "source_rows", and
+// "target_rows" one list per prefill (one per sample in a dataset run). It is written when
+// the generation completes or fails ("complete": false, the error).
 #include <ember/experiment.hpp>
 #include <ember/manifest_seal.hpp>
 #include <ember/npy.hpp>
@@ -83,14 +98,45 @@ std::string list_text(const std::set<std::size_t>& values) {
     return out.empty() ? "none" : out;
 }
 
+// The spec keys of a patch config: the target's spec is read by the Selection under
+// target_select, or select (both sides); ConfigError on a combination that makes no sense.
+const char* target_spec_key(const ember::ExperimentConfig& config) {
+    const bool both = config.has("select"), source = config.has("source_select"), target = config.has("target_select");
+    if (both && (source || target))
+        throw ember::ConfigError("give select (both sides) or source_select and target_select, not both");
+    if (source != target)
+        throw ember::ConfigError(std::string("config key '") + (source ? "source_select" : "target_select") +
+                                 "' needs '" + (source ? "target_select" : "source_select") +
+                                 "' (or give select for both sides)");
+    return target ? "target_select" : "select";
+}
+
+// Matched rows as JSON: position, byte span, partial.
+std::string rows_json(const std::vector<ember::selection::Selected>& rows,
+                      const std::vector<ember::selection::TokenSpan>& spans) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        const auto& span = spans.at(rows[i].position);
+        out += std::string(i ? ", " : "") + "{\"position\": " + std::to_string(rows[i].position) +
+               ", \"byte_start\": " + std::to_string(span.start) + ", \"byte_end\": " + std::to_string(span.end) +
+               ", \"partial\": " + (rows[i].partial ? "true" : "false") + "}";
+    }
+    return out + "]";
+}
+
 class Patch : public ember_plugins::StageExperiment {
 public:
     explicit Patch(const ember::ExperimentConfig& config)
-        : selection_(config, ember_plugins::writable_stages()) {
-        config.expect_only({"source", "stage", "stages", "layers", "positions", "phase", "record"});
+        : StageExperiment(Selection(config, ember_plugins::writable_stages(), target_spec_key(config))) {
+        config.expect_only({"source", "stage", "stages", "layers", "positions", "phase", "record", "select",
+                            "source_select", "target_select"});
         selection_.refuse_read_only("patch");
         if (!config.has("source")) throw ember::ConfigError("config key 'source' (a capture directory) is required");
         read_requested(config);
+        if (selection_.spec()) {
+            source_key_ = config.has("source_select") ? "source_select" : "select";
+            source_spec_ = ember_plugins::read_spec(config, source_key_);
+        }
         const ember::RunInfo info = ember::host().run_info();
         const std::string record = config.get_string("record", "patch.json");
         if (record.empty() || record.find('/') != std::string::npos || record == "manifest.json" || record == "run.json")
@@ -115,6 +161,24 @@ public:
         check_route_lock(member(manifest, "run", name_));
         load_arrays(member(manifest, "arrays", name_), member(manifest, "files", name_));
         check_requested();
+        if (source_spec_) select_source_rows(member(manifest, "run", name_));
+    }
+
+    // With specs: the target's rows in this prompt, matched one to one with the source's.
+    ember::Status before_prefill(const ember::ExecutionContext& ctx) override {
+        if (auto s = StageExperiment::before_prefill(ctx); !s.ok()) return s;
+        if (!source_spec_) return {};
+        const auto& target = selection_.selected();
+        if (target.size() != source_rows_.size())
+            return ember::Status::error(
+                std::string("config key '") + source_key_ + "' = '" + source_spec_->to_string() + "' selects " +
+                std::to_string(source_rows_.size()) + " row(s) of the source's prompt, but '" + selection_.select_key() +
+                "' = '" + selection_.spec()->to_string() + "' selects " + std::to_string(target.size()) +
+                " row(s) of this prompt: patch needs the same number on both sides");
+        source_position_of_.assign(selection_.prompt_spans().size(), 0);
+        for (std::size_t k = 0; k < target.size(); ++k) source_position_of_[target[k].position] = source_rows_[k].position;
+        target_rows_.push_back(rows_json(target, selection_.prompt_spans()));
+        return {};
     }
 
     const char* name() const override { return "patch"; }
@@ -160,13 +224,49 @@ private:
             throw std::runtime_error(name_ + " was captured from another model (sha256 " + sha + "), this run's is " +
                                      std::string(here.model_sha256));
         const std::size_t tokens = member(run, "prompt_token_ids", name_).items().size();
-        if (tokens != here.prompt_token_ids.size())
+        if (!selection_.spec() && tokens != here.prompt_token_ids.size())
             throw std::runtime_error(name_ + " has a " + std::to_string(tokens) + "-token prompt, this run's has " +
                                      std::to_string(here.prompt_token_ids.size()));
         const std::string route = member(run, "route", name_).as_string();
         if (route != here.route)
             throw std::runtime_error(name_ + " was captured on route '" + route + "', this run uses '" +
                                      std::string(here.route) + "'");
+    }
+
+    // With specs: the rows source_spec_ selects in the prompt the source recorded, each of
+    // which every prefill array patch reads must hold.
+    void select_source_rows(const ember::JsonValue& run) {
+        const ember::JsonValue* text = run.find("prompt_text");
+        const ember::JsonValue* spans = run.find("prompt_token_spans");
+        if (!text || !spans || !spans->is_array() || spans->items().empty())
+            throw std::runtime_error(name_ + " records no prompt text and token spans (captured by an older capture, "
+                                     "or in a dataset run): config key '" + source_key_ + "' needs them");
+        if (run.find("prompt_text_hex"))
+            throw std::runtime_error(name_ + ": its prompt is not valid UTF-8, so '" + source_key_ +
+                                     "' cannot anchor to its text");
+        for (const ember::JsonValue& span : spans->items()) {
+            if (!span.is_array() || span.items().size() != 2 || !span.items()[0].is_integer() ||
+                !span.items()[1].is_integer() || span.items()[0].as_integer() < 0 ||
+                span.items()[1].as_integer() < span.items()[0].as_integer())
+                throw std::runtime_error(name_ + ": a prompt_token_spans entry is not [start, end]");
+            source_spans_.push_back({static_cast<std::size_t>(span.items()[0].as_integer()),
+                                     static_cast<std::size_t>(span.items()[1].as_integer())});
+        }
+        std::string error;
+        source_rows_ = ember_plugins::resolve_spec(*source_spec_, source_key_, text->as_string(), source_spans_,
+                                                   "the source's prompt (" + name_ + ")", error);
+        if (!error.empty()) throw std::runtime_error(error);
+        for (const auto& [key, source] : sources_) {
+            if (source.phase != ember::ExecutionPhase::Prefill) continue;
+            std::set<std::size_t> held;
+            for (const auto& [position, row] : source.row_of_position) held.insert(position);
+            for (const auto& row : source_rows_)
+                if (!held.count(row.position))
+                    throw std::runtime_error(name_ + ": " + source.file + " holds no row for prompt position " +
+                                             std::to_string(row.position) + ", which '" + source_key_ + "' = '" +
+                                             source_spec_->to_string() + "' selects (it holds positions " +
+                                             list_text(held) + ")");
+        }
     }
 
     void load_arrays(const ember::JsonValue& arrays, const ember::JsonValue& files) {
@@ -239,9 +339,11 @@ private:
         std::optional<std::size_t> missing;
         std::size_t& written = rows_written_[it->first];
         selection_.for_each_row(stage, ctx, tensor, [&](std::size_t row, std::size_t position) {
-            const auto found = source.row_of_position.find(position);
+            // By spec: the source row matched with this one; by position: the same position.
+            const std::size_t from_position = source_spec_ ? source_position_of_[position] : position;
+            const auto found = source.row_of_position.find(from_position);
             if (found == source.row_of_position.end()) {
-                if (positions_named_ && !missing) missing = position;
+                if ((positions_named_ || source_spec_) && !missing) missing = from_position;
                 return;
             }
             const float* from = source.values.data() + found->second * source.cols;
@@ -272,7 +374,7 @@ private:
             std::string(complete ? "true" : "false") + (complete ? "" : ",\n  " + ember_plugins::json_member("error", error)) +
             ",\n  \"source\": {" + ember_plugins::json_member("dir", dir_.string()) +
             ", \"run_id\": " + json_string(source_run_id_) + ", \"manifest_sha256\": " + json_string(seal_) +
-            "},\n  \"rows_written\": [" + rows + (rows.empty() ? "" : "\n  ") + "]\n}\n";
+            "},\n  \"rows_written\": [" + rows + (rows.empty() ? "" : "\n  ") + "]" + selection_record() + "\n}\n";
         try {
             ember::npy::write_file_atomically(record_path_, text, nullptr, 0);
         } catch (const std::exception& e) {
@@ -281,9 +383,18 @@ private:
         return {};
     }
 
-    const Selection& selection() const override { return selection_; }
+    // With specs: `,\n  "selection": {...}` naming both specs and the rows they matched.
+    std::string selection_record() const {
+        if (!source_spec_) return "";
+        using ember_plugins::json_string;
+        std::string targets;
+        for (const std::string& t : target_rows_) targets += (targets.empty() ? "" : ", ") + t;
+        return std::string(",\n  \"selection\": {") + json_string(source_key_) + ": " +
+               json_string(source_spec_->to_string()) + ", " + json_string(selection_.select_key()) + ": " +
+               json_string(selection_.spec()->to_string()) + ",\n    \"source_rows\": " +
+               rows_json(source_rows_, source_spans_) + ",\n    \"target_rows\": [" + targets + "]}";
+    }
 
-    Selection selection_;
     std::uint64_t stage_bits_ = 0;
     fs::path dir_;
     fs::path record_path_;
@@ -297,6 +408,14 @@ private:
     std::set<std::size_t> layers_held_;
     std::map<SiteKey, SourceArray> sources_;
     std::map<SiteKey, std::size_t> rows_written_;
+    // By spec: the source's spec and its rows in the source's prompt; per target position
+    // (this prefill's) the source position patched into it; each prefill's matched rows as JSON.
+    const char* source_key_ = "select";
+    std::optional<ember::selection::Spec> source_spec_;
+    std::vector<ember::selection::TokenSpan> source_spans_;
+    std::vector<ember::selection::Selected> source_rows_;
+    std::vector<std::size_t> source_position_of_;
+    std::vector<std::string> target_rows_;
 };
 
 }  // namespace

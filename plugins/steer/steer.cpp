@@ -12,6 +12,7 @@
 //   stage = "before_layer"         # required
 //   layers = [6]                   # or "all" (default)
 //   positions = "all"              # or "last", or [0, 3]
+//   select = "substring:كتب:last"  # instead of positions: a selection spec on the prompt's text
 //   phase = "all"                  # or "prefill", "decode"
 #include <ember/experiment.hpp>
 #include <ember/npy.hpp>
@@ -29,8 +30,8 @@ using ember_plugins::Stage;
 
 class Steer : public ember_plugins::StageExperiment {
 public:
-    explicit Steer(const ember::ExperimentConfig& config) : selection_(config, {}) {
-        config.expect_only({"vector", "coefficient", "stage", "stages", "layers", "positions", "phase"});
+    explicit Steer(const ember::ExperimentConfig& config) : StageExperiment(Selection(config, {})) {
+        config.expect_only({"vector", "coefficient", "stage", "stages", "layers", "positions", "select", "phase"});
         selection_.refuse_read_only("steer");
         if (!config.has("vector")) throw ember::ConfigError("config key 'vector' (a .npy file) is required");
         path_ = ember::host().resolve_path(config.get_string("vector", ""));
@@ -76,9 +77,6 @@ private:
         return {};
     }
 
-    const Selection& selection() const override { return selection_; }
-
-    Selection selection_;
     std::string path_;
     float coefficient_ = 1.0f;
     std::vector<float> vector_;

@@ -17,6 +17,7 @@
 #include "config/run_config.hpp"
 #include "extract/selection.hpp"
 #include "gguf/gguf_file.hpp"
+#include "piece_spans.hpp"
 #include "support/fixtures.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -34,40 +35,6 @@ const char* const kTexts[] = {
     "fox 🦊 and 🦊🦊 again",
 };
 
-struct Span {
-    std::size_t start, end;
-};
-
-// Token spans from the pieces alone (not the tokenizer's own spans).
-std::vector<Span> spans_from_pieces(const tokenizer::Tokenizer& tok, const std::vector<tokenizer::Token>& tokens,
-                                    const std::string& text) {
-    std::string joined;
-    std::vector<Span> in_joined;
-    for (const auto& t : tokens) {
-        const std::string piece = tok.piece(t.id);
-        in_joined.push_back({joined.size(), joined.size() + piece.size()});
-        joined += piece;
-    }
-    const std::size_t offset = joined.find(text);
-    REQUIRE_MESSAGE(offset != std::string::npos, "the pieces do not spell the prompt");
-    REQUIRE(offset + text.size() == joined.size());
-    std::vector<Span> out;
-    for (const Span& s : in_joined) {
-        const std::size_t a = std::max(s.start, offset) - offset, b = std::max(s.end, offset) - offset;
-        out.push_back({std::min(a, text.size()), std::min(b, text.size())});
-    }
-    return out;
-}
-
-// Every token overlapping [a, b), with partial marks, computed from `spans`.
-std::vector<sel::Selected> overlapping(const std::vector<Span>& spans, std::size_t a, std::size_t b) {
-    std::vector<sel::Selected> out;
-    for (std::size_t p = 0; p < spans.size(); ++p)
-        if (spans[p].start < spans[p].end && spans[p].start < b && spans[p].end > a)
-            out.push_back({p, spans[p].start < a || spans[p].end > b});
-    return out;
-}
-
 std::size_t nth_occurrence(const std::string& text, const std::string& needle, int k) {
     std::size_t at = std::string::npos, from = 0;
     for (int i = 0; i < k; ++i) {
@@ -78,7 +45,7 @@ std::size_t nth_occurrence(const std::string& text, const std::string& needle, i
     return at;
 }
 
-void check_same(const sel::Resolved& got, const std::vector<sel::Selected>& want, const std::string& what) {
+void check_same(const sel::Resolved& got, const std::vector<PieceRow>& want, const std::string& what) {
     INFO(what);
     REQUIRE(got.rows.size() == want.size());
     for (std::size_t i = 0; i < want.size(); ++i) {
@@ -135,7 +102,7 @@ TEST_CASE("selection specs resolve to the tokens the pieces say, on all four voc
         const auto tok = tokenizer::Tokenizer::from_gguf(file);
         for (const std::string text : kTexts) {
             const auto tokens = tok.encode(text);
-            const std::vector<Span> spans = spans_from_pieces(tok, tokens, text);
+            const std::vector<PieceSpan> spans = spans_from_pieces(tok, tokens, text);
             auto resolve = [&](const std::string& spec) { return extract::select_positions(sel::parse(spec), text, tokens); };
             const std::string where = fmt::format("{} / '{}'", model, text);
 

@@ -62,6 +62,8 @@ static_assert(sizeof(ember_plugin_descriptor) == 176);
 static_assert(offsetof(ember_execution_context, decode_step) == 40);
 static_assert(offsetof(ember_layer_context, n_head) == 16);
 static_assert(offsetof(ember_host_services, generated_token_ids) == 40);
+static_assert(offsetof(ember_host_services, skip_inference) == 48);
+static_assert(offsetof(ember_host_services, rewrite_prompt) == 56);
 static_assert(sizeof(ember_tensor) == 32 && offsetof(ember_tensor, rows) == 8 && offsetof(ember_tensor, cols) == 16);
 static_assert(offsetof(ember_execution_context, start_position) == 8);
 static_assert(offsetof(ember_execution_context, input_token_count) == 16);
@@ -233,7 +235,7 @@ TEST_CASE("refused plugins: errors name the plugin, and a wrong major is reporte
     const auto path = [](const char* name) { return test_plugin(name).string(); };
     CHECK_THROWS_WITH_AS(PluginLibrary::load(test_plugin("abi-wrong-major")),
                          ("plugin '" + path("abi-wrong-major") +
-                          "' was built for plugin ABI 2.0, but this ember implements ABI 1.1; rebuild it against this "
+                          "' was built for plugin ABI 2.0, but this ember implements ABI 1.2; rebuild it against this "
                           "ember's plugin SDK")
                              .c_str(),
                          Error);
@@ -309,8 +311,8 @@ TEST_CASE("ember plugins validate prints the descriptor without running the plug
     REQUIRE_MESSAGE(text.exit_code == 0, text.output);
     CHECK(text.output.find("name:        ablate\n") != std::string::npos);
     CHECK(text.output.find("version:     1.0.0\n") != std::string::npos);
-    CHECK(text.output.find("abi:         1.1 (descriptor 176 bytes; this ember implements 1.1)\n") != std::string::npos);
-    CHECK(text.output.find("stages:      on_model_loaded, before_layer, attention_pattern, head_outputs, after_attention, "
+    CHECK(text.output.find("abi:         1.2 (descriptor 176 bytes; this ember implements 1.2)\n") != std::string::npos);
+    CHECK(text.output.find("stages:      on_model_loaded, before_prefill, before_layer, attention_pattern, head_outputs, after_attention, "
                            "mlp_activation, after_mlp, after_layer, before_logits, after_logits\n") != std::string::npos);
 
     // The older-minor plugin aborts if any undeclared stage were called; validate calls none.

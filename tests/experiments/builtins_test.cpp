@@ -104,7 +104,7 @@ TEST_CASE("ablate refuses bad configs by name") {
     CHECK(run_with({spec(ablate, R"({"stage": "after_mpl"})")}).failure ==
           "experiment 'ablate' failed in create: unknown stage 'after_mpl' (one of " + stages + ")");
     CHECK(run_with({spec(ablate, R"({"stage": "after_mlp", "layer": [1]})")}).failure ==
-          "experiment 'ablate' failed in create: unknown config key 'layer' (known: stage, stages, layers, positions, "
+          "experiment 'ablate' failed in create: unknown config key 'layer' (known: stage, stages, layers, positions, select, "
           "phase, mode, scale, heads, neurons)");
     // The stages inside the blocks: a read-only stage, selectors on the wrong stage.
     CHECK(run_with({spec(ablate, R"({"stage": "attention_pattern"})")}).failure ==

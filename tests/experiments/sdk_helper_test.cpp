@@ -8,6 +8,8 @@
 #include <ember/experiment.hpp>
 
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -151,6 +153,56 @@ TEST_CASE("calls through the descriptor: success, Status::error, exceptions, hos
     CHECK(std::string(text).rfind("config JSON: ", 0) == 0);
 }
 
+namespace {
+
+const char kPromptText[] = "كتب x";
+const std::uint32_t kPromptIds[] = {1, 9, 4};
+const ember_token_span kPromptSpans[] = {{0, 0}, {0, 6}, {6, 8}};
+
+std::uint64_t fake_prompt_text(void*, const char** text) {
+    *text = kPromptText;
+    return sizeof kPromptText - 1;
+}
+std::uint64_t fake_prompt_ids(void*, const std::uint32_t** ids) {
+    *ids = kPromptIds;
+    return 3;
+}
+std::uint64_t fake_prompt_spans(void*, const ember_token_span** spans) {
+    *spans = kPromptSpans;
+    return 3;
+}
+
+}  // namespace
+
+TEST_CASE("the 1.2 prompt services: read when the host declares them, empty on an older host") {
+    ember_host_services services{};
+    services.struct_size = sizeof services;
+    services.prompt_text = fake_prompt_text;
+    services.prompt_token_ids = fake_prompt_ids;
+    services.prompt_token_spans = fake_prompt_spans;
+    const ember::Host host(&services);
+    CHECK(host.has_prompt_text());
+    CHECK(host.prompt_text() == "كتب x");
+    CHECK(std::vector<std::uint32_t>(host.prompt_token_ids().begin(), host.prompt_token_ids().end()) ==
+          std::vector<std::uint32_t>{1, 9, 4});
+    REQUIRE(host.prompt_token_spans().size() == 3);
+    CHECK(host.prompt_token_spans()[1].start == 0);
+    CHECK(host.prompt_token_spans()[1].end == 6);
+
+    // A 1.1 host's table ends after generated_token_ids: whatever lies beyond is not read.
+    services.struct_size = offsetof(ember_host_services, prompt_text);
+    CHECK_FALSE(host.has_prompt_text());
+    CHECK(host.prompt_text().empty());
+    CHECK(host.prompt_token_ids().empty());
+    CHECK(host.prompt_token_spans().empty());
+    // A 1.2 host without them (null pointers).
+    services = ember_host_services{};
+    services.struct_size = sizeof services;
+    CHECK_FALSE(host.has_prompt_text());
+    CHECK(host.prompt_text().empty());
+    CHECK(ember::Host(nullptr).prompt_token_spans().empty());
+}
+
 TEST_CASE("TensorAccess and the contexts") {
     std::vector<float> data = {1, 2, 3, 4, 5, 6};
     ember::TensorAccess t(data.data(), 2, 3);
@@ -204,4 +256,40 @@ TEST_CASE("ExperimentConfig: typed getters with defaults, raw JSON, and a strict
     CHECK_THROWS_WITH_AS(ember::ExperimentConfig("[1]"), "config JSON: expected an object", ember::ConfigError);
     CHECK_THROWS_WITH_AS(ember::JsonValue::parse("1e999"), "config JSON: number out of range at byte 5",
                          ember::ConfigError);
+}
+
+namespace {
+
+std::uint32_t last_skip_first_id = 0;
+ember_status refuse_skip(void*, const std::uint32_t* ids, std::uint64_t count, ember_error_buffer* reason) {
+    last_skip_first_id = count > 0 ? ids[0] : 0;
+    ember_error_set(reason, "skip_inference refused: it is accepted only during before_prefill");
+    return EMBER_REFUSED_STAGE;
+}
+ember_status accept_rewrite(void*, const char*, std::uint64_t, ember_error_buffer*) { return EMBER_OK; }
+
+}  // namespace
+
+TEST_CASE("the 1.1 lifecycle helpers: the host's answer and reason, and a refusal by a 1.0 host's smaller table") {
+    FakeHost host;
+    // A 1.0 host's table ends before generated_token_ids: nothing beyond it is read.
+    host.services.struct_size = offsetof(ember_host_services, generated_token_ids);
+    host.services.skip_inference = refuse_skip;  // lies beyond the declared size: never called
+    const std::uint32_t ids[] = {7, 8};
+    ember::HostAnswer older = ember::Host(&host.services).skip_inference(ids);
+    CHECK(older.refusal() == ember::HostAnswer::Refusal::OlderHost);
+    CHECK(older.reason() == "skip_inference refused: this host (an older ABI) does not offer it");
+    CHECK(!older.status().ok());
+    CHECK(last_skip_first_id == 0);
+
+    host.services.struct_size = sizeof(ember_host_services);
+    host.services.rewrite_prompt = accept_rewrite;
+    const ember::HostAnswer refused = ember::Host(&host.services).skip_inference(ids);
+    CHECK(last_skip_first_id == 7);
+    CHECK(refused.refusal() == ember::HostAnswer::Refusal::WrongStage);
+    CHECK(refused.status().message() == "skip_inference refused: it is accepted only during before_prefill");
+    const ember::HostAnswer accepted = ember::Host(&host.services).rewrite_prompt("مرحبا");
+    CHECK(accepted.accepted());
+    CHECK(accepted.reason().empty());
+    CHECK(accepted.status().ok());
 }

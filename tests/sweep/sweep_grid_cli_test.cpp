@@ -1,4 +1,5 @@
 // Rung: smoke. `ember sweep` on grid files as a user runs it: --list prints the expansion;
+// on a terminal the progress line names each grid run as it starts;
 // --shard K/N puts every run in exactly one shard for N = 1..7, the same every time; a
 // grid sweep's summary has one column per grid key; the shards' outputs collected with
 // --collect give the local sweep's table (but for the columns that say when and how fast);
@@ -154,6 +155,19 @@ TEST_CASE("ember sweep on a grid: one summary column per key, and shards collect
         const std::string array = fmt::format("after_layer.layer{}.npy", row.at("output.layers").as_array()[0].as_int64());
         CHECK(read_text(out / array) == read_text(dir.path() / "local-runs" / "grid" / out.filename() / array));
     }
+}
+
+TEST_CASE("ember sweep on a terminal: the progress line names the grid run it started, not the grid file") {
+    TempDir dir;
+    const fs::path grid = dir.path() / "grid.toml";
+    write_text(grid, grid_file(true));
+    // script(1) gives the sweep a terminal: the progress line is drawn only there.
+    const std::string sweep = fmt::format("{} sweep {}", shell_quote(EMBER_BINARY), shell_quote(grid.string()));
+    const CommandResult r = run_command(fmt::format(
+        "cd /tmp && env -u EMBER_DEFAULTS XDG_CONFIG_HOME=/nonexistent script -qec {} /dev/null 2>&1", shell_quote(sweep)));
+    CHECK_MESSAGE(r.exit_code == 0, r.output);
+    CHECK_MESSAGE(r.output.find("[4/4] 4 ok, 0 failed, 0 skipped; last started max_tokens=") != std::string::npos, r.output);
+    CHECK_MESSAGE(r.output.find("last started grid.toml") == std::string::npos, r.output);
 }
 
 TEST_CASE("ember sweep --slurm: the scripts run the shards and the summary, --submit chains them with afterok") {

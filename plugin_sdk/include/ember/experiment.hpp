@@ -63,7 +63,8 @@ inline std::string_view family_name(ModelFamily family) {
 }
 enum class ExecutionPhase { Prefill, Decode };
 enum class TracingState { Disabled, Enabled };
-enum class StopReason { MaxTokens, EndOfGeneration, ContextFull, Error };
+// Skipped (1.1): an experiment supplied the result (Host::skip_inference); nothing was evaluated.
+enum class StopReason { MaxTokens, EndOfGeneration, ContextFull, Error, Skipped };
 
 // The SDK's free helpers are function objects, not functions: argument-dependent lookup
 // never finds them, so a plugin's own phase_name(ember::ExecutionPhase) (or any other
@@ -166,6 +167,26 @@ inline constexpr detail::FirstRowPosition first_row_position{};
 
 enum class LogLevel { Debug, Info, Warning, Error };
 
+// 1.1: what the host answered a lifecycle request (Host::skip_inference, rewrite_prompt).
+// Refused leaves the run as it was; status() turns a refusal into a failed Status
+// carrying the host's reason, for a stage that cannot go on without it.
+class HostAnswer {
+public:
+    enum class Refusal { None, WrongStage, Taken, Invalid, Unsupported, OlderHost };
+
+    HostAnswer() = default;
+    HostAnswer(Refusal refusal, std::string reason) : refusal_(refusal), reason_(std::move(reason)) {}
+
+    bool accepted() const { return refusal_ == Refusal::None; }
+    Refusal refusal() const { return refusal_; }
+    const std::string& reason() const { return reason_; }  // empty when accepted
+    Status status() const { return accepted() ? Status{} : Status::error(reason_); }
+
+private:
+    Refusal refusal_ = Refusal::None;
+    std::string reason_;
+};
+
 // What the host says about the run (views valid until the instance is destroyed).
 struct RunInfo {
     std::string_view run_id;
@@ -229,6 +250,59 @@ public:
         return {ids, ids ? static_cast<std::size_t>(n) : 0};
     }
 
+    // 1.1, during before_prefill only: skip the inference and make `ids` the generated
+    // tokens (nothing is evaluated, no tensor stage fires, on_generation_complete sees
+    // StopReason::Skipped). Refused on a 1.0 host, outside before_prefill, after another
+    // experiment's request, for an id outside the vocabulary, and in an extraction.
+    HostAnswer skip_inference(std::span<const std::uint32_t> ids) const {
+        if (!services_ || !EMBER_HAS_FIELD(services_, ember_host_services, skip_inference) || !services_->skip_inference)
+            return {HostAnswer::Refusal::OlderHost, "skip_inference refused: this host (an older ABI) does not offer it"};
+        return answer([&](ember_error_buffer* reason) {
+            return services_->skip_inference(services_->host_data, ids.data(), ids.size(), reason);
+        });
+    }
+
+    // 1.1, during before_prefill only: replace the prompt text (UTF-8) before it is
+    // tokenized; every call after the before_prefill round sees the new text's tokens.
+    HostAnswer rewrite_prompt(std::string_view text) const {
+        if (!services_ || !EMBER_HAS_FIELD(services_, ember_host_services, rewrite_prompt) || !services_->rewrite_prompt)
+            return {HostAnswer::Refusal::OlderHost, "rewrite_prompt refused: this host (an older ABI) does not offer it"};
+        return answer([&](ember_error_buffer* reason) {
+            return services_->rewrite_prompt(services_->host_data, text.data(), text.size(), reason);
+        });
+    }
+
+    // 1.2: the current prompt (the run's; in a dataset run the current sample's, from its
+    // before_prefill on), valid during the current call. Empty on an older host, and in a
+    // dataset run before the first sample.
+    std::string_view prompt_text() const {
+        if (!services_ || !EMBER_HAS_FIELD(services_, ember_host_services, prompt_text) || !services_->prompt_text)
+            return {};
+        const char* text = nullptr;
+        const std::uint64_t n = services_->prompt_text(services_->host_data, &text);
+        return text ? std::string_view(text, static_cast<std::size_t>(n)) : std::string_view();
+    }
+    std::span<const std::uint32_t> prompt_token_ids() const {
+        if (!services_ || !EMBER_HAS_FIELD(services_, ember_host_services, prompt_token_ids) ||
+            !services_->prompt_token_ids)
+            return {};
+        const std::uint32_t* ids = nullptr;
+        const std::uint64_t n = services_->prompt_token_ids(services_->host_data, &ids);
+        return {ids, ids ? static_cast<std::size_t>(n) : 0};
+    }
+    // Each prompt token's byte span [start, end) in prompt_text(), one per prompt token.
+    std::span<const ember_token_span> prompt_token_spans() const {
+        if (!has_prompt_text()) return {};
+        const ember_token_span* spans = nullptr;
+        const std::uint64_t n = services_->prompt_token_spans(services_->host_data, &spans);
+        return {spans, spans ? static_cast<std::size_t>(n) : 0};
+    }
+    // Whether this host offers the prompt's text and token spans (1.2).
+    bool has_prompt_text() const {
+        return services_ && EMBER_HAS_FIELD(services_, ember_host_services, prompt_token_spans) &&
+               services_->prompt_text && services_->prompt_token_spans;
+    }
+
     // A path from this experiment's config, made absolute against the directory of the
     // TOML file that configured it (unchanged when already absolute).
     std::string resolve_path(std::string_view path) const {
@@ -240,6 +314,21 @@ public:
     }
 
 private:
+    template <class Request>
+    static HostAnswer answer(Request&& request) {
+        std::array<char, EMBER_ERROR_CAPACITY> text{};
+        ember_error_buffer reason{text.data(), text.size()};
+        const ember_status code = request(&reason);
+        text.back() = '\0';
+        switch (code) {
+            case EMBER_OK: return {};
+            case EMBER_REFUSED_STAGE: return {HostAnswer::Refusal::WrongStage, text.data()};
+            case EMBER_REFUSED_TAKEN: return {HostAnswer::Refusal::Taken, text.data()};
+            case EMBER_REFUSED_UNSUPPORTED: return {HostAnswer::Refusal::Unsupported, text.data()};
+            default: return {HostAnswer::Refusal::Invalid, text.data()};
+        }
+    }
+
     const ember_host_services* services_;
 };
 

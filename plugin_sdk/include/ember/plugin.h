@@ -1,4 +1,4 @@
-/* The Ember plugin ABI, version 1.1 (1.0 plus the fields marked 1.1).
+/* The Ember plugin ABI, version 1.2 (1.0 plus the fields marked 1.1 and 1.2).
  *
  * An experiment is a shared object that exports exactly one C function,
  *
@@ -38,7 +38,7 @@ extern "C" {
 /* "EMBR" as it reads in memory on a little-endian machine. */
 #define EMBER_PLUGIN_MAGIC 0x52424D45u
 #define EMBER_PLUGIN_ABI_MAJOR 1u
-#define EMBER_PLUGIN_ABI_MINOR 1u
+#define EMBER_PLUGIN_ABI_MINOR 2u
 #define EMBER_PLUGIN_ENTRY_SYMBOL "ember_plugin_entry"
 /* The host's error buffer holds this many bytes, the terminating NUL included. */
 #define EMBER_ERROR_CAPACITY 1024u
@@ -69,7 +69,17 @@ enum {
     EMBER_STOP_MAX_TOKENS = 0,        /* generated max_tokens tokens */
     EMBER_STOP_END_OF_GENERATION = 1, /* the model produced an end-of-generation token */
     EMBER_STOP_CONTEXT_FULL = 2,      /* the context window is full */
-    EMBER_STOP_ERROR = 3              /* the run failed (on_error) */
+    EMBER_STOP_ERROR = 3,             /* the run failed (on_error) */
+    EMBER_STOP_SKIPPED = 4            /* 1.1: nothing was evaluated; an experiment supplied the
+                                         generated ids (skip_inference) */
+};
+/* 1.1: what the lifecycle services (skip_inference, rewrite_prompt) return besides
+ * EMBER_OK. Each refusal leaves the run as it was; the plugin decides whether to fail. */
+enum {
+    EMBER_REFUSED_STAGE = 2,      /* called outside this instance's before_prefill */
+    EMBER_REFUSED_TAKEN = 3,      /* an earlier experiment (composition order) already made that request */
+    EMBER_REFUSED_INVALID = 4,    /* the ids or the text are not acceptable (the reason says why) */
+    EMBER_REFUSED_UNSUPPORTED = 5 /* this kind of run cannot honour it (an extraction) */
 };
 /* 1.1 descriptor flags. */
 enum {
@@ -162,6 +172,13 @@ typedef struct ember_run_info {
     uint64_t prompt_token_count;
 } ember_run_info;
 
+/* 1.2: one prompt token's bytes [start, end) in the prompt's UTF-8 text (start == end for
+ * a token that covers no byte, such as BOS). */
+typedef struct ember_token_span {
+    uint64_t start;
+    uint64_t end;
+} ember_token_span;
+
 /* The host services table handed to create. Valid from create until destroy. */
 typedef struct ember_host_services {
     uint32_t struct_size;
@@ -175,6 +192,32 @@ typedef struct ember_host_services {
     /* The ids generated so far (the prompt excluded): stores a pointer valid until the
      * call returns and returns their count. */
     uint64_t (*generated_token_ids)(void* host_data, const uint32_t** ids);
+    /* 1.1 lifecycle services (docs/plugin-guide.md, "Skipping and rewriting"). Accepted
+     * only during this instance's before_prefill, at most once per run each (the first
+     * request in composition order wins). Each returns EMBER_OK or an EMBER_REFUSED_* code
+     * and, when `reason` is non-null, writes why into it (pass before_prefill's own error
+     * buffer and return EMBER_FAILED to fail with the host's message). */
+    /* Skip the inference: nothing is evaluated and no tensor stage fires for any
+     * experiment; `ids` (count of them, each below n_vocab, at most max_tokens; copied
+     * during the call) become the generated tokens and on_generation_complete is told
+     * EMBER_STOP_SKIPPED. */
+    ember_status (*skip_inference)(void* host_data, const uint32_t* ids, uint64_t count, ember_error_buffer* reason);
+    /* Replace the prompt text (`length` bytes of UTF-8, copied during the call) before the
+     * run's tokens are made from it: every call after the before_prefill round (the
+     * contexts, run_info's prompt_token_ids) sees the new text's tokens. */
+    ember_status (*rewrite_prompt)(void* host_data, const char* text, uint64_t length, ember_error_buffer* reason);
+    /* End of the 1.1 lifecycle services. */
+    /* 1.2, the prompt as text (selection specs). Each may be null (an older host): check
+     * EMBER_HAS_FIELD and the pointer. They describe the current prompt: the run's, or in a
+     * dataset run the current sample's (its own text and tokens, a target's excluded, from
+     * its before_prefill to its on_generation_complete; before the first sample, none).
+     * Each stores a pointer valid until the call returns and returns the count. */
+    /* The prompt's UTF-8 bytes (NUL-terminated after `count` bytes). */
+    uint64_t (*prompt_text)(void* host_data, const char** text);
+    /* The prompt's token ids, BOS included when it was added. */
+    uint64_t (*prompt_token_ids)(void* host_data, const uint32_t** ids);
+    /* One span per prompt token, in order: the spans tile prompt_text. */
+    uint64_t (*prompt_token_spans)(void* host_data, const ember_token_span** spans);
 } ember_host_services;
 
 /* The first member of the descriptor. Never changes, whatever the major version. */
@@ -292,8 +335,13 @@ EMBER_STATIC_ASSERT(sizeof(ember_generation_context) == 48, "ember_generation_co
 EMBER_STATIC_ASSERT(offsetof(ember_generation_context, model) == 40, "ember_generation_context layout");
 EMBER_STATIC_ASSERT(sizeof(ember_run_info) == 80, "ember_run_info layout");
 EMBER_STATIC_ASSERT(offsetof(ember_run_info, prompt_token_count) == 72, "ember_run_info layout");
-EMBER_STATIC_ASSERT(sizeof(ember_host_services) == 48, "ember_host_services layout");
+EMBER_STATIC_ASSERT(sizeof(ember_token_span) == 16, "ember_token_span layout");
+EMBER_STATIC_ASSERT(sizeof(ember_host_services) == 88, "ember_host_services layout");
 EMBER_STATIC_ASSERT(offsetof(ember_host_services, generated_token_ids) == 40, "ember_host_services layout");
+EMBER_STATIC_ASSERT(offsetof(ember_host_services, skip_inference) == 48, "ember_host_services layout");
+EMBER_STATIC_ASSERT(offsetof(ember_host_services, rewrite_prompt) == 56, "ember_host_services layout");
+EMBER_STATIC_ASSERT(offsetof(ember_host_services, prompt_text) == 64, "ember_host_services layout");
+EMBER_STATIC_ASSERT(offsetof(ember_host_services, prompt_token_spans) == 80, "ember_host_services layout");
 EMBER_STATIC_ASSERT(offsetof(ember_host_services, run_info) == 32, "ember_host_services layout");
 EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, name) == 16, "ember_plugin_descriptor layout");
 EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, create) == 40, "ember_plugin_descriptor layout");

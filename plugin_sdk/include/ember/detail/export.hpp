@@ -134,6 +134,7 @@ inline StopReason to_stop_reason(std::uint32_t reason) {
         case EMBER_STOP_END_OF_GENERATION: return StopReason::EndOfGeneration;
         case EMBER_STOP_CONTEXT_FULL: return StopReason::ContextFull;
         case EMBER_STOP_ERROR: return StopReason::Error;
+        case EMBER_STOP_SKIPPED: return StopReason::Skipped;
         default: return StopReason::MaxTokens;
     }
 }

@@ -1,0 +1,460 @@
+#include "extract/dataset_merge.hpp"
+
+#include <ember/npy.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <optional>
+
+#include "common/atomic_file.hpp"
+#include "common/error.hpp"
+#include "common/sha256.hpp"
+#include "config/run_config.hpp"
+#include "config/toml_reader.hpp"
+#include "extract/partial_file.hpp"
+#include "extract/run_directory.hpp"
+#include "extract/verify.hpp"
+
+namespace ember::extract {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+constexpr std::size_t kBufferBytes = std::size_t{1} << 20;
+
+// `o` without `key`, the other members in their order (json::object::erase may reorder).
+json::object without(const json::object& o, std::string_view key) {
+    json::object out;
+    for (const auto& kv : o)
+        if (kv.key() != key) out[kv.key()] = kv.value();
+    return out;
+}
+
+std::string read_text(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(fmt::format("{}: cannot read", path.string()));
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// A shard directory, its manifest read after it verified.
+struct ShardDir {
+    fs::path dir;
+    json::object manifest;
+    config::Shard shard;
+    std::size_t begin = 0, end = 0;  // its samples
+    std::size_t dataset_samples = 0;
+    std::size_t first_row = 0;
+    std::size_t samples = 0, rows = 0, tokens = 0, skipped = 0;  // its own
+};
+
+std::size_t count_member(const json::object& o, std::string_view key, const ShardDir& s, std::string_view where) {
+    const json::value* v = o.if_contains(key);
+    if (v && v->is_int64() && v->as_int64() >= 0) return static_cast<std::size_t>(v->as_int64());
+    if (v && v->is_uint64()) return static_cast<std::size_t>(v->as_uint64());
+    throw Error(fmt::format("ember merge: {}: manifest.json's {}.{} is not a count", s.dir.string(), where, key));
+}
+
+const json::object& object_member(const json::object& o, std::string_view key, const ShardDir& s) {
+    const json::value* v = o.if_contains(key);
+    if (!v || !v->is_object())
+        throw Error(fmt::format("ember merge: {}: manifest.json has no {} object", s.dir.string(), key));
+    return v->as_object();
+}
+
+ShardDir read_shard(const fs::path& dir) {
+    ShardDir s;
+    s.dir = dir;
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) throw Error(fmt::format("ember merge: {}: no such directory", dir.string()));
+    if (!fs::exists(dir / kManifestName, ec))
+        throw Error(fmt::format("ember merge: {}: no manifest.json: the shard is unfinished (run it again: it resumes) "
+                                "or this is not a run directory",
+                                dir.string()));
+    const VerifyReport report = verify_run_directory(dir);
+    if (!report.ok()) {
+        const VerifyProblem& p = report.problems.front();
+        throw Error(fmt::format("ember merge: {}: the shard does not verify: {}: {} (ember verify {} lists every problem)",
+                                dir.string(), p.file, p.message, dir.string()));
+    }
+    const std::string text = read_text(dir / kManifestName);
+    s.manifest = json::parse(text).as_object();  // it verified: a sealed JSON object
+    const json::value* kind = s.manifest.if_contains("kind");
+    if (!kind || *kind != "ember.dataset_extraction")
+        throw Error(fmt::format("ember merge: {}: not a dataset run (manifest kind {}): ember merge joins the shards of "
+                                "`ember extract --dataset ... --shard K/N`",
+                                dir.string(), kind ? json::serialize(*kind) : "none"));
+    if (!s.manifest.if_contains("shard") || !s.manifest.at("shard").is_object())
+        throw Error(fmt::format("ember merge: {}: not a shard: its manifest has no \"shard\" record (an unsharded dataset "
+                                "run is already whole)",
+                                dir.string()));
+    const json::object& shard = s.manifest.at("shard").as_object();
+    s.shard.index = count_member(shard, "index", s, "shard");
+    s.shard.count = count_member(shard, "count", s, "shard");
+    s.dataset_samples = count_member(shard, "dataset_samples", s, "shard");
+    s.first_row = count_member(shard, "first_row", s, "shard");
+    const json::value* range = shard.if_contains("samples");
+    if (!range || !range->is_array() || range->as_array().size() != 2 || !range->as_array()[0].is_int64() ||
+        !range->as_array()[1].is_int64())
+        throw Error(fmt::format("ember merge: {}: manifest.json's shard.samples is not [first, end]", dir.string()));
+    s.begin = static_cast<std::size_t>(range->as_array()[0].as_int64());
+    s.end = static_cast<std::size_t>(range->as_array()[1].as_int64());
+    if (s.shard.count == 0 || s.shard.index >= s.shard.count)
+        throw Error(fmt::format("ember merge: {}: shard {} of {} is no shard", dir.string(), s.shard.index, s.shard.count));
+    const json::object& dataset = object_member(s.manifest, "dataset", s);
+    s.samples = count_member(dataset, "samples", s, "dataset");
+    s.rows = count_member(dataset, "rows", s, "dataset");
+    s.tokens = count_member(dataset, "tokens", s, "dataset");
+    s.skipped = count_member(dataset, "skipped", s, "dataset");
+    object_member(s.manifest, "files", s);
+    // The merged manifest is written from these values: they must write back to these bytes.
+    if (seal_manifest(s.manifest) != text)
+        throw Error(fmt::format("ember merge: {}: manifest.json does not write back to its own bytes (it was not written "
+                                "by ember extract), so a merged manifest could not be exact",
+                                dir.string()));
+    return s;
+}
+
+// The objects of a dataset manifest that describe one array each ("shape" first dimension: rows).
+std::vector<json::object*> array_entries(json::object& m) {
+    std::vector<json::object*> out;
+    const auto add = [&](json::value* v) {
+        if (v && v->is_object()) out.push_back(&v->as_object());
+    };
+    if (json::value* t = m.if_contains("tensors"); t && t->is_array())
+        for (json::value& e : t->as_array()) add(&e);
+    add(m.if_contains("logits"));
+    if (json::value* lens = m.if_contains("logit_lens"); lens && lens->is_object())
+        if (json::value* layers = lens->as_object().if_contains("layers"); layers && layers->is_array())
+            for (json::value& e : layers->as_array()) add(&e);
+    add(m.if_contains("targets"));
+    return out;
+}
+
+void set_rows(json::object& entry, std::size_t rows) {
+    json::value* shape = entry.if_contains("shape");
+    if (shape && shape->is_array() && !shape->as_array().empty()) shape->as_array()[0] = rows;
+}
+
+// What must be equal in every shard of one run: the manifest without its seal, its file
+// list, the threads, the config hash (the config is compared without what is each
+// shard's own), the counts and row numbers that are each shard's own.
+json::object run_identity(const json::object& manifest) {
+    json::object out;
+    for (const auto& kv : manifest) {
+        const std::string_view key = kv.key();
+        if (key == "files" || key == "manifest_sha256" || key == "threads" || key == "config_hash") continue;
+        json::value v = kv.value();
+        if (key == "config" && v.is_object()) v = unsharded_identity(v.as_object());
+        if (key == "dataset" && v.is_object())
+            for (const char* own : {"samples", "skipped", "rows", "tokens"}) v.as_object().erase(own);
+        if (key == "shard" && v.is_object()) {
+            const json::object record = v.as_object();
+            json::object same;
+            for (const char* k : {"count", "dataset_samples", "dataset_batches", "run_hash"})
+                if (const json::value* m = record.if_contains(k)) same[k] = *m;
+            v = std::move(same);
+        }
+        out[key] = std::move(v);
+    }
+    for (json::object* e : array_entries(out)) set_rows(*e, 0);
+    return out;
+}
+
+struct Difference {
+    std::string path;
+    const json::value* a = nullptr;  // nullptr: absent
+    const json::value* b = nullptr;
+};
+
+std::string member_path(const std::string& path, std::string_view key) {
+    return path.empty() ? std::string(key) : fmt::format("{}.{}", path, key);
+}
+
+// The first place (in `a`'s member order) where `a` and `b` differ.
+std::optional<Difference> first_difference(const json::value& a, const json::value& b, const std::string& path) {
+    if (a.is_object() && b.is_object()) {
+        for (const auto& kv : a.get_object()) {
+            const json::value* other = b.get_object().if_contains(kv.key());
+            if (!other) return Difference{member_path(path, kv.key()), &kv.value(), nullptr};
+            if (auto d = first_difference(kv.value(), *other, member_path(path, kv.key()))) return d;
+        }
+        for (const auto& kv : b.get_object())
+            if (!a.get_object().contains(kv.key())) return Difference{member_path(path, kv.key()), nullptr, &kv.value()};
+        return std::nullopt;
+    }
+    if (a.is_array() && b.is_array() && a.get_array().size() == b.get_array().size()) {
+        for (std::size_t i = 0; i < a.get_array().size(); ++i)
+            if (auto d = first_difference(a.get_array()[i], b.get_array()[i], fmt::format("{}[{}]", path, i))) return d;
+        return std::nullopt;
+    }
+    if (a == b) return std::nullopt;
+    return Difference{path, &a, &b};
+}
+
+std::string describe(const json::value* v) {
+    if (!v) return "absent";
+    std::string text = json::serialize(*v);
+    if (text.size() > 80) text = text.substr(0, 77) + "...";
+    return text;
+}
+
+std::size_t element_bytes(const std::string& descr, const fs::path& file) {
+    if (descr == "<f4" || descr == "<i4") return 4;
+    if (descr == "<f8") return 8;
+    throw Error(fmt::format("ember merge: {}: dtype '{}' is not one a dataset run writes", file.string(), descr));
+}
+
+// Appends `bytes` bytes of `file` from `offset` to `out`, hashing them.
+void copy_bytes(const fs::path& file, std::uint64_t offset, std::uint64_t bytes, AtomicFile& out, Sha256& sha,
+                std::vector<char>& buffer) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in || !in.seekg(static_cast<std::streamoff>(offset))) throw Error(fmt::format("ember merge: {}: cannot read", file.string()));
+    while (bytes > 0) {
+        const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(bytes, buffer.size()));
+        in.read(buffer.data(), static_cast<std::streamsize>(want));
+        if (static_cast<std::size_t>(in.gcount()) != want)
+            throw Error(fmt::format("ember merge: {}: shorter than its manifest says (changed while merging?)", file.string()));
+        const std::string_view chunk(buffer.data(), want);
+        out.write(chunk);
+        sha.update(chunk);
+        bytes -= want;
+    }
+}
+
+struct Joined {
+    FileRecord record;
+    std::size_t rows = 0;  // .npy: the merged row count
+};
+
+// One .npy: a header with the summed row count (as the unsharded run's NpyAppender writes
+// it), then every shard's data in order.
+Joined join_npy(const std::vector<const ShardDir*>& shards, const std::string& name, const fs::path& dir,
+                std::vector<char>& buffer) {
+    std::vector<npy::Header> headers;
+    Joined j;
+    for (const ShardDir* s : shards) {
+        const fs::path file = s->dir / name;
+        npy::Header h = npy::read_header(file);
+        if (h.fortran_order || h.shape.empty() || h.shape.size() > 2)
+            throw Error(fmt::format("ember merge: {}: not a C-order array of rows", file.string()));
+        const npy::Header& first = headers.empty() ? h : headers.front();
+        if (h.descr != first.descr || h.shape.size() != first.shape.size() ||
+            (h.shape.size() == 2 && h.shape[1] != first.shape[1]))
+            throw Error(fmt::format("ember merge: {}: dtype {} shape {} does not stack onto {}'s {} {}", file.string(),
+                                    h.descr, npy::shape_text(h.shape), (shards.front()->dir / name).string(),
+                                    first.descr, npy::shape_text(first.shape)));
+        j.rows += h.shape[0];
+        headers.push_back(std::move(h));
+    }
+    const npy::Header& first = headers.front();
+    const std::string head = NpyAppender::header(first.descr, j.rows, first.shape.size() == 2 ? first.shape[1] : 0);
+    AtomicFile out(dir / name);
+    Sha256 sha;
+    out.write(head);
+    sha.update(head);
+    j.record = {name, head.size(), ""};
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+        const fs::path file = shards[i]->dir / name;
+        const std::uint64_t bytes = headers[i].count() * element_bytes(headers[i].descr, file);
+        copy_bytes(file, headers[i].data_offset, bytes, out, sha, buffer);
+        j.record.bytes += bytes;
+    }
+    out.commit();
+    j.record.sha256 = sha.finish_hex();
+    return j;
+}
+
+// One .jsonl: every shard's lines in order.
+Joined join_lines(const std::vector<const ShardDir*>& shards, const std::string& name, const fs::path& dir,
+                  std::vector<char>& buffer) {
+    AtomicFile out(dir / name);
+    Sha256 sha;
+    Joined j;
+    j.record.name = name;
+    for (const ShardDir* s : shards) {
+        const fs::path file = s->dir / name;
+        const std::uint64_t bytes = fs::file_size(file);
+        copy_bytes(file, 0, bytes, out, sha, buffer);
+        j.record.bytes += bytes;
+    }
+    out.commit();
+    j.record.sha256 = sha.finish_hex();
+    return j;
+}
+
+// Every shard holds the same files, each one ember merge joins.
+std::vector<std::string> joined_files(const std::vector<const ShardDir*>& shards) {
+    const json::object& files = shards.front()->manifest.at("files").as_object();
+    std::vector<std::string> names;
+    for (const auto& kv : files) {
+        const std::string name(kv.key());
+        if (!name.ends_with(".npy") && !name.ends_with(".jsonl"))
+            throw Error(fmt::format("ember merge: {}: {} is not a file ember merge joins (only a dataset run's .npy "
+                                    "arrays and .jsonl records; an experiment's output?)",
+                                    shards.front()->dir.string(), name));
+        names.push_back(name);
+    }
+    for (const ShardDir* s : shards) {
+        const json::object& own = s->manifest.at("files").as_object();
+        for (const std::string& name : names)
+            if (!own.contains(name))
+                throw Error(fmt::format("ember merge: {} has no {}, which {} has", s->dir.string(), name,
+                                        shards.front()->dir.string()));
+        for (const auto& kv : own)
+            if (!files.contains(kv.key()))
+                throw Error(fmt::format("ember merge: {} has {}, which {} has not", s->dir.string(),
+                                        std::string(kv.key()), shards.front()->dir.string()));
+    }
+    return names;
+}
+
+}  // namespace
+
+json::object unsharded_identity(const json::object& config_json) {
+    json::object c = config_json;
+    const auto strip = [&](const char* section, const char* key) {
+        if (json::value* s = c.if_contains(section); s && s->is_object()) s->as_object().erase(key);
+    };
+    strip("model", "threads");
+    strip("output", "dir");
+    strip("output", "overwrite");
+    strip("tracing", "path");
+    strip("dataset", "shard");
+    return c;
+}
+
+json::object shard_record(config::Shard shard, std::size_t dataset_samples, std::pair<std::size_t, std::size_t> samples,
+                          std::size_t dataset_batches, std::pair<std::size_t, std::size_t> batches, std::size_t first_row,
+                          const json::object& config_json, const std::string& dataset_sha256,
+                          const std::string& model_sha256) {
+    const std::string key = config::canonical_json(json::value(unsharded_identity(config_json))) + "\n" +
+                            dataset_sha256 + "\n" + model_sha256;
+    return {{"index", shard.index},
+            {"count", shard.count},
+            {"samples", json::array{samples.first, samples.second}},
+            {"dataset_samples", dataset_samples},
+            {"batches", json::array{batches.first, batches.second}},
+            {"dataset_batches", dataset_batches},
+            {"first_row", first_row},
+            {"run_hash", sha256_hex(key)}};
+}
+
+MergeResult merge_dataset_shards(const std::vector<fs::path>& dirs, const fs::path& out_arg, const MergeOptions& options) {
+    if (dirs.empty()) throw Error("ember merge: give the shard directories");
+    const fs::path out = fs::absolute(out_arg).lexically_normal();
+    const auto same_dir = [](fs::path a, fs::path b) {
+        if (a.filename().empty()) a = a.parent_path();
+        if (b.filename().empty()) b = b.parent_path();
+        return a == b;
+    };
+    std::vector<ShardDir> shards;
+    for (const fs::path& d : dirs) {
+        const fs::path dir = fs::absolute(d).lexically_normal();
+        if (same_dir(dir, out)) throw Error(fmt::format("ember merge: --out {} is one of the shards", out.string()));
+        shards.push_back(read_shard(dir));
+    }
+
+    // One run: everything but each shard's own counts is the same.
+    const json::value reference = run_identity(shards.front().manifest);  // (values: a Difference points into them)
+    for (std::size_t i = 1; i < shards.size(); ++i) {
+        const json::value other = run_identity(shards[i].manifest);
+        if (auto d = first_difference(reference, other, "")) {
+            throw Error(fmt::format("ember merge: {} and {} are shards of different runs: {} is {} in {} and {} in {}",
+                                    shards.front().dir.string(), shards[i].dir.string(), d->path, describe(d->a),
+                                    shards.front().dir.string(), describe(d->b), shards[i].dir.string()));
+        }
+    }
+    // Each of the N shards exactly once.
+    const std::size_t n = shards.front().shard.count;
+    std::vector<const ShardDir*> ordered(n, nullptr);
+    for (const ShardDir& s : shards) {
+        if (const ShardDir* twice = ordered[s.shard.index])
+            throw Error(fmt::format("ember merge: {} and {} are both shard {} of {}", twice->dir.string(), s.dir.string(),
+                                    s.shard.index, n));
+        ordered[s.shard.index] = &s;
+    }
+    std::vector<std::string> missing, given;
+    for (std::size_t k = 0; k < n; ++k) (ordered[k] ? given : missing).push_back(std::to_string(k));
+    if (!missing.empty()) {
+        throw Error(fmt::format("ember merge: shard{} {} of {} {} missing (given: {}); the merge needs shards 0 to {}",
+                                missing.size() > 1 ? "s" : "", fmt::join(missing, ", "), n,
+                                missing.size() > 1 ? "are" : "is", fmt::join(given, ", "), n - 1));
+    }
+    // Each right after the one before, the last at the dataset's end (a check of the records).
+    std::size_t row = 0, sample = 0;
+    for (const ShardDir* s : ordered) {
+        if (s->begin != sample || s->end < s->begin || s->samples != s->end - s->begin || s->first_row != row)
+            throw Error(fmt::format("ember merge: {}: its shard record (samples [{}, {}), first row {}) does not follow "
+                                    "the shards before it (sample {}, row {})",
+                                    s->dir.string(), s->begin, s->end, s->first_row, sample, row));
+        sample = s->end;
+        row += s->rows;
+    }
+    if (sample != ordered.back()->dataset_samples)
+        throw Error(fmt::format("ember merge: the shards hold samples [0, {}) of {}", sample,
+                                ordered.back()->dataset_samples));
+    const std::vector<std::string> names = joined_files(ordered);
+
+    RunDirectoryOptions directory_options;
+    directory_options.overwrite = options.overwrite;
+    directory_options.holder = "ember merge";
+    RunDirectoryWriter writer(out, directory_options);
+    MergeResult result;
+    result.dir = writer.output_dir();
+    result.shards = n;
+    std::map<std::string, std::size_t> rows;  // of each array
+    std::vector<char> buffer(kBufferBytes);
+    for (const std::string& name : names) {
+        Joined j = name.ends_with(".npy") ? join_npy(ordered, name, writer.dir(), buffer)
+                                          : join_lines(ordered, name, writer.dir(), buffer);
+        rows[name] = j.rows;
+        result.bytes += j.record.bytes;
+        writer.add_file(std::move(j.record));
+    }
+    result.files = names.size();
+
+    // The unsharded run's manifest: shard 0's, its counts summed, its config without the shard.
+    json::object manifest = without(without(without(shards.front().manifest, "manifest_sha256"), "files"), "shard");
+    json::object config = manifest.at("config").as_object();
+    json::object& output = config["output"].as_object();
+    json::object& tracing = config["tracing"].as_object();
+    if (output.contains("dir") && tracing.contains("path") && tracing["path"].is_string() && output["dir"].is_string() &&
+        tracing["path"].as_string() == (fs::path(std::string(output["dir"].as_string())) / "trace.jsonl").string())
+        tracing["path"] = (out / "trace.jsonl").string();
+    output["dir"] = out.string();
+    config["dataset"] = without(config["dataset"].as_object(), "shard");
+    manifest["config_hash"] = config::config_hash(config);
+    manifest["config"] = std::move(config);
+    json::object& dataset = manifest["dataset"].as_object();
+    std::size_t samples = 0, skipped = 0, tokens = 0;
+    for (const ShardDir* s : ordered) {
+        samples += s->samples;
+        skipped += s->skipped;
+        tokens += s->tokens;
+    }
+    dataset["samples"] = samples;
+    dataset["skipped"] = skipped;
+    dataset["rows"] = row;
+    dataset["tokens"] = tokens;
+    for (json::object* e : array_entries(manifest)) {
+        const json::value* file = e->if_contains("file");
+        if (!file) file = e->if_contains("ids_file");
+        if (!file || !file->is_string() || !rows.contains(std::string(file->as_string())))
+            throw Error(fmt::format("ember merge: {}: manifest.json lists an array that is not in its files",
+                                    shards.front().dir.string()));
+        set_rows(*e, rows.at(std::string(file->as_string())));
+    }
+    writer.commit(std::move(manifest));
+    result.samples = samples;
+    result.rows = row;
+    return result;
+}
+
+}  // namespace ember::extract

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #include "common/error.hpp"
 #include "common/sha256.hpp"
@@ -210,6 +211,7 @@ void evaluate_packed(runtime::Session& session, const LoadedModel& model, runtim
                      std::vector<SampleRows*> samples) {
     std::vector<std::int32_t> tokens;
     std::vector<std::size_t> lengths;
+    std::unique_ptr<bool[]> sample_all_logits(new bool[samples.size()]);  // as evaluate_sample computes them
     bool all_logits = false;
     for (SampleRows* s : samples) {
         const Prepared& p = *s->prepared;
@@ -219,11 +221,13 @@ void evaluate_packed(runtime::Session& session, const LoadedModel& model, runtim
         // A packed evaluation computes the logits of every row or of its very last one only.
         all_logits |= sel.has(hooks::Stage::BeforeLogits) || sel.has(hooks::Stage::AfterLogits) ||
                       sel.logits != config::LogitsDump::None || p.sample.target.has_value();
+        sample_all_logits[lengths.size() - 1] = sel.needs_all_logits() || p.sample.target.has_value();
         s->extractor.emplace(sel);
     }
     PackedHooks hooks(samples, all_logits);
     session.reset();
-    const kernels::ConstRows logits = session.prefill_packed(tokens, lengths, all_logits, &hooks);
+    const kernels::ConstRows logits =
+        session.prefill_packed(tokens, lengths, all_logits, std::span<const bool>(sample_all_logits.get(), samples.size()), &hooks);
     std::size_t row = 0;
     for (SampleRows* s : samples) {
         const Prepared& p = *s->prepared;
@@ -403,6 +407,13 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     session_options.route = *route;
     if (const auto kv_type = kernels::kv_type_from_name(config.model.kv_type)) session_options.kv_type = *kv_type;
     session_options.context_length = config.model.ctx;
+    if (config.model.ctx == 0) {
+        // The cache holds one evaluation at a time (a reset between them): sized to the
+        // largest, in llama.cpp's steps of 256 positions (the attention's padded length, and
+        // so its sums, are those of any longer context), not to the model's whole context.
+        const std::size_t needed = (std::max<std::size_t>(pack_tokens, longest) + 255) / 256 * 256;
+        session_options.context_length = std::min(needed, runtime::default_context_length(model.model->config()));
+    }
     session_options.threads = threads;
     session_options.max_batch = std::max<std::size_t>(longest, batch_tokens);
     session_options.all_logits = shape.needs_all_logits() || any_target;

@@ -22,6 +22,9 @@ PartialFile::PartialFile(fs::path final_path, std::optional<std::uint64_t> resum
     : final_(std::move(final_path)), partial_(partial_path(final_)) {
     if (resume_bytes) {
         std::error_code ec;
+        // A run killed while it renamed its files into place (finish) left some of them
+        // under their final names, its progress still on record: take them back.
+        if (!fs::exists(partial_, ec) && fs::exists(final_, ec)) fs::rename(final_, partial_, ec);
         const std::uintmax_t have = fs::file_size(partial_, ec);
         if (ec || have < *resume_bytes)
             throw Error(fmt::format("{}: cannot resume: the file is missing or shorter than its last finished batch "

@@ -30,11 +30,20 @@ void Model::final_norm(kernels::Ops& ops, kernels::ConstRows hidden, kernels::Ro
                  normed);
 }
 
-void Model::lm_head(kernels::Ops& ops, kernels::ConstRows normed, kernels::Rows logits) const {
-    ops.matmul({"output", kernels::kNoLayer, kernels::OpKind::LmHead}, normed, head_.output, logits);
-    if (config_.final_logit_softcap != 0.0f) {
-        ops.softcap({"final_logit_softcap", kernels::kNoLayer, kernels::OpKind::Softcap}, logits,
-                    config_.final_logit_softcap, logits);
+void Model::lm_head(kernels::Ops& ops, kernels::ConstRows normed, kernels::Rows logits,
+                    std::span<const Segment> segments) const {
+    const bool per_sequence = !segments.empty() && logits.rows == segments.back().row_begin + segments.back().rows;
+    if (!per_sequence) segments = {};
+    const Segment whole{0, logits.rows, 0, 0, true};
+    for (const Segment& s : segments.empty() ? std::span<const Segment>(&whole, 1) : segments) {
+        const std::size_t n = s.all_logits ? s.rows : 1;
+        const std::size_t first = s.row_begin + s.rows - n;
+        kernels::Rows out = logits.slice(first, n);  // [n, n_vocab]
+        ops.matmul({"output", kernels::kNoLayer, kernels::OpKind::LmHead}, normed.slice(first, n), head_.output, out);
+        if (config_.final_logit_softcap != 0.0f) {
+            ops.softcap({"final_logit_softcap", kernels::kNoLayer, kernels::OpKind::Softcap}, out,
+                        config_.final_logit_softcap, out);
+        }
     }
 }
 

@@ -26,11 +26,17 @@ namespace ember::models {
 // One sequence of a packed evaluation (several sequences in one, runtime::Session::
 // prefill_packed): rows [row_begin, row_begin + rows) at positions position, +1, ...,
 // whose position 0 is cache slot kv_begin. Each row attends only to its own sequence.
+// With all logits asked for, the LM head reads each sequence's rows as an evaluation of it
+// alone would: all of them (all_logits), or its last one only. (A float LM head sums in
+// another order for one row than for several, as llama.cpp's does, so batching
+// sequences must not change which rows one product holds; the other rows' logits are
+// left unwritten.)
 struct Segment {
     std::size_t row_begin = 0;
     std::size_t rows = 0;
     std::size_t position = 0;
     std::size_t kv_begin = 0;
+    bool all_logits = true;
 };
 
 // One evaluation: the tokens at positions info.start_position, +1, ... (their K/V stored
@@ -85,8 +91,11 @@ protected:
 
     // "result_norm": hidden [R, n_embd] -> normed [R, n_embd]
     void final_norm(kernels::Ops& ops, kernels::ConstRows hidden, kernels::Rows normed) const;
-    // "output" (+ "final_logit_softcap"): normed [R, n_embd] -> logits [R, n_vocab]
-    void lm_head(kernels::Ops& ops, kernels::ConstRows normed, kernels::Rows logits) const;
+    // "output" (+ "final_logit_softcap"): normed [R, n_embd] -> logits [R, n_vocab]; for a
+    // packed evaluation with every row's logits (R = the rows of all `segments`), one
+    // product per sequence over the rows Segment::all_logits names.
+    void lm_head(kernels::Ops& ops, kernels::ConstRows normed, kernels::Rows logits,
+                 std::span<const Segment> segments = {}) const;
 
     ModelConfig config_;
     OutputHead head_;

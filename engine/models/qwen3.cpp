@@ -118,7 +118,7 @@ void Qwen3Model::forward(const Evaluation& eval, ForwardState& state, kernels::O
     Rows logits = Workspace::rows(ws.logits, R, c.n_vocab);  // [R, n_vocab]
     final_norm(ops, x.slice(T - R, R), normed);
     hooks.before_logits(info, normed);
-    lm_head(ops, normed, logits);
+    lm_head(ops, normed, logits, eval.segments);
     hooks.after_logits(info, logits);
 }
 

@@ -104,13 +104,17 @@ kernels::ConstRows Session::prefill(std::span<const std::int32_t> tokens, bool a
 }
 
 kernels::ConstRows Session::prefill_packed(std::span<const std::int32_t> tokens, std::span<const std::size_t> lengths,
-                                          bool all_logits, hooks::ActiveHooks* hooks) {
+                                          bool all_logits, std::span<const bool> sequence_all_logits,
+                                          hooks::ActiveHooks* hooks) {
     if (position_ != 0) throw Error("a packed evaluation needs an empty session (reset() first)");
+    if (sequence_all_logits.size() != lengths.size())
+        throw Error(fmt::format("packed sequences: {} lengths but {} logits flags", lengths.size(), sequence_all_logits.size()));
     std::vector<models::Segment> segments;
     std::size_t row = 0;
-    for (const std::size_t n : lengths) {
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+        const std::size_t n = lengths[i];
         if (n == 0) throw Error("a packed evaluation's sequences need at least one token each");
-        segments.push_back({.row_begin = row, .rows = n, .position = 0, .kv_begin = row});
+        segments.push_back({.row_begin = row, .rows = n, .position = 0, .kv_begin = row, .all_logits = sequence_all_logits[i]});
         row += n;
     }
     if (row != tokens.size())

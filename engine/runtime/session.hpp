@@ -69,9 +69,13 @@ public:
     // position 0 and attends only to its own tokens (its K/V in its own cache slots), so
     // every row is computed exactly as in a prefill of its sequence alone. Needs an empty
     // session (after reset()); the next evaluation must follow a reset(). Returns the
-    // logits of the last row, or of every row with all_logits.
+    // logits of the last row, or with all_logits the rows of every sequence that
+    // `sequence_all_logits` (one flag per sequence) names: all its rows, or (false) its
+    // last one, as a prefill of it alone with that flag computes them; the other rows'
+    // logits are not written.
     kernels::ConstRows prefill_packed(std::span<const std::int32_t> tokens, std::span<const std::size_t> lengths,
-                                      bool all_logits, hooks::ActiveHooks* hooks = nullptr);
+                                      bool all_logits, std::span<const bool> sequence_all_logits,
+                                      hooks::ActiveHooks* hooks = nullptr);
     // Evaluates one token at position(); returns its logits [1, n_vocab].
     kernels::ConstRows decode(std::int32_t token, hooks::ActiveHooks* hooks = nullptr);
 

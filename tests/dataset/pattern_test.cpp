@@ -99,8 +99,8 @@ TEST_CASE("attention_pattern in a dataset run equals each sample's single-prompt
     }
 }
 
-TEST_CASE("attention_pattern in a dataset run equals each sample's single-prompt extraction, fast route" *
-          test::needs_fast_route()) {
+TEST_CASE("attention_pattern in a dataset run equals each sample's single-prompt extraction, fast route") {
+    if (test::fast_route_missing()) return;
     for (const char* model : {"synth-llama3-q8_0", "synth-gemma4-q8_0"}) {
         CAPTURE(model);
         check_patterns(model, "fast");

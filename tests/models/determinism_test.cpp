@@ -124,13 +124,16 @@ TEST_CASE("determinism: qwen3 (synth-qwen3-q8_0), 1 vs 2 threads and across runs
 TEST_CASE("determinism: gemma4 (synth-gemma4-e-q8_0), 1 vs 2 threads and across runs, reference route") {
     check_model("synth-gemma4-e-q8_0", runtime::Route::Reference);
 }
-TEST_CASE("determinism: llama (stories260K), 1 vs 2 threads and across runs, fast route" * test::needs_fast_route()) {
+TEST_CASE("determinism: llama (stories260K), 1 vs 2 threads and across runs, fast route") {
+    if (test::fast_route_missing()) return;
     check_model("stories260K", runtime::Route::Fast);
 }
-TEST_CASE("determinism: qwen3 (synth-qwen3-q8_0), 1 vs 2 threads and across runs, fast route" * test::needs_fast_route()) {
+TEST_CASE("determinism: qwen3 (synth-qwen3-q8_0), 1 vs 2 threads and across runs, fast route") {
+    if (test::fast_route_missing()) return;
     check_model("synth-qwen3-q8_0", runtime::Route::Fast);
 }
-TEST_CASE("determinism: gemma4 (synth-gemma4-e-q8_0), 1 vs 2 threads and across runs, fast route" * test::needs_fast_route()) {
+TEST_CASE("determinism: gemma4 (synth-gemma4-e-q8_0), 1 vs 2 threads and across runs, fast route") {
+    if (test::fast_route_missing()) return;
     check_model("synth-gemma4-e-q8_0", runtime::Route::Fast);
 }
 

@@ -67,10 +67,20 @@ inline float ref_vec_dot_f16(const std::uint16_t* x, const std::uint16_t* y, int
 }
 
 // vdpbf16ps, one lane, as measured on this CPU: DAZ inputs, the odd pair first, FTZ.
+// FTZ is x86's: tininess after rounding with an unbounded exponent, so a sum whose exact
+// value lies in [2^-126 - 2^-150, 2^-126 - 2^-151) becomes zero although it rounds to the
+// smallest normal (decided here from the exact sum in long double arithmetic).
 inline float ref_ftz(float v) { return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v; }
+inline float ref_ftz_fma(float x, float y, float acc) {
+    const float r = std::fma(x, y, acc);
+    const long double exact = static_cast<long double>(x) * y + acc;
+    const bool tiny = std::fpclassify(r) == FP_SUBNORMAL ||
+                      (std::fabs(r) == 0x1p-126f && std::fabs(exact) < 0x1p-126L - 0x1p-151L);
+    return tiny ? std::copysign(0.0f, r) : r;
+}
 inline float ref_dpbf16_lane(float acc, const std::uint16_t* x, const std::uint16_t* y) {
-    acc = ref_ftz(std::fma(ref_ftz(ref_bf16(x[1])), ref_ftz(ref_bf16(y[1])), ref_ftz(acc)));
-    return ref_ftz(std::fma(ref_ftz(ref_bf16(x[0])), ref_ftz(ref_bf16(y[0])), acc));
+    acc = ref_ftz_fma(ref_ftz(ref_bf16(x[1])), ref_ftz(ref_bf16(y[1])), ref_ftz(acc));
+    return ref_ftz_fma(ref_ftz(ref_bf16(x[0])), ref_ftz(ref_bf16(y[0])), acc);
 }
 
 // ggml_vec_dot_bf16 (__AVX512BF16__): c1 and c2 over i + 64 <= n, then the tail in double.

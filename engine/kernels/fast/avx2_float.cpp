@@ -76,27 +76,26 @@ struct Pairs16 {
     __m256i lo, hi;
 };
 
-// Subnormal lanes -> zero of the same sign.
-__m256 flush_subnormals(__m256i v) {
-    const __m256i subnormal = _mm256_cmpeq_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x7F800000)), _mm256_setzero_si256());
-    const __m256i sign = _mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0x80000000u)));
-    return _mm256_castsi256_ps(_mm256_blendv_epi8(v, sign, subnormal));
-}
-
-// vdpbf16ps on eight lanes: += odd pair products, then += even ones (float_sums.hpp).
+// vdpbf16ps on eight lanes: += odd pair products, then += even ones (float_sums.hpp),
+// plain FMAs in MXCSR's FTZ | DAZ mode (BF16Policy::FmaMode, float_tiles.hpp).
 __m256 dpbf16(__m256 acc, __m256i w, __m256i a) {
     const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
-    const __m256 w_odd = flush_subnormals(_mm256_and_si256(w, high));
-    const __m256 a_odd = flush_subnormals(_mm256_and_si256(a, high));
-    const __m256 w_even = flush_subnormals(_mm256_slli_epi32(w, 16));
-    const __m256 a_even = flush_subnormals(_mm256_slli_epi32(a, 16));
-    acc = flush_subnormals(_mm256_castps_si256(_mm256_fmadd_ps(w_odd, a_odd, acc)));
-    return flush_subnormals(_mm256_castps_si256(_mm256_fmadd_ps(w_even, a_even, acc)));
+    acc = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(w, high)), _mm256_castsi256_ps(_mm256_and_si256(a, high)), acc);
+    return _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(w, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(a, 16)), acc);
 }
+
+// FlushSubnormalsMode for the two halves of a 16-lane accumulator.
+struct FlushSubnormalsMode16 : FlushSubnormalsMode {
+    static void pin(Lanes16& acc) {
+        FlushSubnormalsMode::pin(acc.lo);
+        FlushSubnormalsMode::pin(acc.hi);
+    }
+};
 
 struct BF16Policy : Avx2Lanes {
     using Element = std::uint16_t;
     using Vector = Pairs16;
+    using FmaMode = FlushSubnormalsMode16;
     static constexpr std::size_t kChunk = 32;
     static Pairs16 load(const Element* p) {
         return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16))};

@@ -4,7 +4,9 @@
 //
 // The products follow llama.cpp's two summation orders (avx512_float_tiles.hpp). BF16
 // here is for CPUs without AVX512_BF16: vdpbf16ps is emulated exactly (pairs odd
-// element first, DAZ inputs, FTZ results) with two FMAs per lane.
+// element first) with two plain FMAs per lane, run with MXCSR's DAZ and FTZ set
+// (FlushSubnormalsMode, float_tiles.hpp) for the instruction's DAZ inputs and FTZ
+// results; the folds and tails run in the caller's MXCSR, as llama.cpp's do.
 #include "kernels/fast/intrinsics.hpp"
 
 #include "kernels/fast/avx512_float_tiles.hpp"
@@ -52,27 +54,22 @@ struct F16Policy : Avx512Lanes {
     }
 };
 
-// Subnormal lanes -> zero of the same sign.
-__m512i flush_subnormals(__m512i v) {
-    const __mmask16 normal = _mm512_test_epi32_mask(v, _mm512_set1_epi32(0x7F800000));
-    return _mm512_mask_blend_epi32(normal, _mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0x80000000u))), v);
-}
+// vdpbf16ps: lane j += w[2j+1] * a[2j+1], then += w[2j] * a[2j] (float_sums.hpp), each
+// a plain FMA: the products of BF16 values are exact, and MXCSR's DAZ and FTZ (set around
+// the loops, FlushSubnormalsMode) give the instruction's subnormal handling.
+__m512 bf16_odd(__m512i pairs) { return _mm512_castsi512_ps(_mm512_and_si512(pairs, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)))); }
+__m512 bf16_even(__m512i pairs) { return _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16)); }
 
-// vdpbf16ps: lane j += w[2j+1] * a[2j+1], then += w[2j] * a[2j] (float_sums.hpp).
 struct BF16EmulatedPolicy : Avx512Lanes {
     using Element = std::uint16_t;
     using Vector = __m512i;
+    using FmaMode = FlushSubnormalsMode;
     static constexpr std::size_t kChunk = 32;
     static __m512i load(const Element* p) { return avx512_load_bf16_pairs(p); }
     static __m512i load_partial(const Element* p, std::size_t count) { return avx512_load_bf16_pairs_partial(p, count); }
     static __m512 accumulate(__m512 acc, __m512i w, __m512i a) {
-        const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-        const __m512 w_odd = _mm512_castsi512_ps(flush_subnormals(_mm512_and_si512(w, high)));
-        const __m512 a_odd = _mm512_castsi512_ps(flush_subnormals(_mm512_and_si512(a, high)));
-        const __m512 w_even = _mm512_castsi512_ps(flush_subnormals(_mm512_slli_epi32(w, 16)));
-        const __m512 a_even = _mm512_castsi512_ps(flush_subnormals(_mm512_slli_epi32(a, 16)));
-        acc = _mm512_castsi512_ps(flush_subnormals(_mm512_castps_si512(_mm512_fmadd_ps(w_odd, a_odd, acc))));
-        return _mm512_castsi512_ps(flush_subnormals(_mm512_castps_si512(_mm512_fmadd_ps(w_even, a_even, acc))));
+        acc = _mm512_fmadd_ps(bf16_odd(w), bf16_odd(a), acc);
+        return _mm512_fmadd_ps(bf16_even(w), bf16_even(a), acc);
     }
     static float finish_vec_dot(const __m512* acc, const Element* w, const Element* a, std::size_t tail) {
         return avx512_finish_bf16_vec_dot(acc, w, a, tail);
@@ -83,65 +80,124 @@ struct BF16EmulatedPolicy : Avx512Lanes {
 // rounds half to even (NaN and out-of-range give INT32_MIN), vpmovsdb saturates.
 __m128i quantize16(__m512 v, __m512 id) { return _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v, id))); }
 
-// ---- F16 prompts (the tiled order: tinyBLAS, one accumulator per output) ----
-// TiledTile<F16Policy> widens every activation vector in every tile. Here a call widens
-// each chunk of kPromptTokens tokens to F32 once, and 4-row x 6-token tiles read them as
-// FMA memory operands; each output's FMAs and fold are TiledTile's, so are its bits.
-constexpr int kPromptRows = 4;
-constexpr std::size_t kPromptTokens = 6;
+// ---- F16 / BF16 prompts (the tiled order: tinyBLAS, one accumulator per output) ----
+// TiledTile widens every activation vector in every tile. Here a call widens each chunk
+// of Prompt::kTokens tokens to F32 once (F16: converted; BF16: per 32 elements the 16
+// odd ones, then the 16 even ones, as F32 bit patterns), and Prompt::kRows-row x
+// kTokens-token tiles read them as FMA memory operands; each output's FMAs and fold are
+// TiledTile's, so are its bits.
 constexpr std::size_t kPromptPackFloats = 48 * 1024;  // 192 KiB on the stack (oneTBB workers have 4 MiB)
 
+const std::uint16_t* weight_row(const MatmulTask& task, std::size_t r) {
+    return reinterpret_cast<const std::uint16_t*>(task.weights + r * task.weight_row_bytes);
+}
+
 template <int R, int T>
-void f16_prompt_tile(const MatmulTask& task, const float* acts, std::size_t r0, std::size_t t0) {
-    const std::size_t n = task.cols;
-    const std::uint16_t* w[R];
-    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const std::uint16_t*>(task.weights + (r0 + r) * task.weight_row_bytes);
-    __m512 acc[R][T];
+void store_tile(const MatmulTask& task, const __m512 (&acc)[R][T], std::size_t r0, std::size_t t0) {
     for (int r = 0; r < R; ++r)
-        for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-    for (std::size_t k = 0; k < n; k += 16) {
-        __m512 wv[R];
-        for (int r = 0; r < R; ++r) wv[r] = F16Policy::load(w[r] + k);
-        for (int t = 0; t < T; ++t) {
-            const __m512 av = _mm512_load_ps(acts + t * n + k);
-            for (int r = 0; r < R; ++r) acc[r][t] = F16Policy::accumulate(acc[r][t], wv[r], av);
+        for (int t = 0; t < T; ++t) task.out[(t0 + t) * task.out_stride + r0 + r] = avx512_fold16(acc[r][t]);
+}
+
+struct F16Prompt {
+    static constexpr int kRows = 4;
+    static constexpr std::size_t kTokens = 6;
+    static constexpr std::size_t kChunk = 16;
+    static void widen(const std::uint16_t* a, float* out, std::size_t n) {
+        for (std::size_t k = 0; k < n; k += 16) _mm512_store_ps(out + k, F16Policy::load(a + k));
+    }
+    template <int R, int T>
+    static void tile(const MatmulTask& task, const float* acts, std::size_t r0, std::size_t t0) {
+        const std::size_t n = task.cols;
+        __m512 acc[R][T];
+        for (int r = 0; r < R; ++r)
+            for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+        for (std::size_t k = 0; k < n; k += 16) {
+            __m512 wv[R];
+            for (int r = 0; r < R; ++r) wv[r] = F16Policy::load(weight_row(task, r0 + r) + k);
+            for (int t = 0; t < T; ++t) {
+                const __m512 av = _mm512_load_ps(acts + t * n + k);
+                for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], av, acc[r][t]);
+            }
+        }
+        store_tile<R, T>(task, acc, r0, t0);
+    }
+};
+
+// vdpbf16ps per output and 32 elements: FMA of the odd halves, then of the even halves,
+// in MXCSR's FTZ | DAZ mode (BF16EmulatedPolicy).
+struct BF16Prompt {
+    static constexpr int kRows = 4;
+    static constexpr std::size_t kTokens = 5;
+    static constexpr std::size_t kChunk = 32;
+    static void widen(const std::uint16_t* a, float* out, std::size_t n) {
+        for (std::size_t k = 0; k < n; k += 32) {
+            const __m512i pairs = avx512_load_bf16_pairs(a + k);
+            _mm512_store_ps(out + k, bf16_odd(pairs));
+            _mm512_store_ps(out + k + 16, bf16_even(pairs));
         }
     }
-    for (int r = 0; r < R; ++r)
-        for (int t = 0; t < T; ++t) task.out[(t0 + t) * task.out_stride + r0 + r] = F16Policy::fold(acc[r][t]);
-}
-
-template <int T>
-void f16_prompt_rows(const MatmulTask& task, const float* acts, std::size_t row_begin, std::size_t row_end, std::size_t t0) {
-    std::size_t r = row_begin;
-    for (; r + kPromptRows <= row_end; r += kPromptRows) f16_prompt_tile<kPromptRows, T>(task, acts, r, t0);
-    for (; r < row_end; ++r) f16_prompt_tile<1, T>(task, acts, r, t0);
-}
-
-template <int T>
-void f16_prompt_rows_up_to(std::size_t tokens, const MatmulTask& task, const float* acts, std::size_t row_begin,
-                           std::size_t row_end, std::size_t t0) {
-    if constexpr (T > 1) {
-        if (tokens < static_cast<std::size_t>(T)) return f16_prompt_rows_up_to<T - 1>(tokens, task, acts, row_begin, row_end, t0);
+    template <int R, int T>
+    static void tile(const MatmulTask& task, const float* acts, std::size_t r0, std::size_t t0) {
+        const std::size_t n = task.cols;
+        __m512 acc[R][T];
+        for (int r = 0; r < R; ++r)
+            for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+        in_fma_mode<BF16EmulatedPolicy, R * T>(&acc[0][0], [&] {
+            for (std::size_t k = 0; k < n; k += 32) {
+                __m512 odd[R], even[R];
+                for (int r = 0; r < R; ++r) {
+                    const __m512i pairs = avx512_load_bf16_pairs(weight_row(task, r0 + r) + k);
+                    odd[r] = bf16_odd(pairs);
+                    even[r] = bf16_even(pairs);
+                }
+                for (int t = 0; t < T; ++t) {
+                    const __m512 a_odd = _mm512_load_ps(acts + t * n + k);
+                    const __m512 a_even = _mm512_load_ps(acts + t * n + k + 16);
+                    for (int r = 0; r < R; ++r) {
+                        acc[r][t] = _mm512_fmadd_ps(odd[r], a_odd, acc[r][t]);
+                        acc[r][t] = _mm512_fmadd_ps(even[r], a_even, acc[r][t]);
+                    }
+                }
+            }
+        });
+        store_tile<R, T>(task, acc, r0, t0);
     }
-    f16_prompt_rows<T>(task, acts, row_begin, row_end, t0);
+};
+
+template <typename Prompt, int T>
+void prompt_rows(const MatmulTask& task, const float* acts, std::size_t row_begin, std::size_t row_end, std::size_t t0) {
+    std::size_t r = row_begin;
+    for (; r + Prompt::kRows <= row_end; r += Prompt::kRows) Prompt::template tile<Prompt::kRows, T>(task, acts, r, t0);
+    for (; r < row_end; ++r) Prompt::template tile<1, T>(task, acts, r, t0);
 }
 
-// False when a chunk would not fit the pack (rows over 8192 columns) or the order is not
-// the tiled one (columns a multiple of 16 is part of it).
-bool f16_prompt_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
+template <typename Prompt, int T>
+void prompt_rows_up_to(std::size_t tokens, const MatmulTask& task, const float* acts, std::size_t row_begin,
+                       std::size_t row_end, std::size_t t0) {
+    if constexpr (T > 1) {
+        if (tokens < static_cast<std::size_t>(T)) {
+            return prompt_rows_up_to<Prompt, T - 1>(tokens, task, acts, row_begin, row_end, t0);
+        }
+    }
+    prompt_rows<Prompt, T>(task, acts, row_begin, row_end, t0);
+}
+
+// False when a chunk would not fit the pack (F16 rows over 8192 columns, BF16 over 9830)
+// or the order is not the tiled one (columns a multiple of Prompt::kChunk is part of it).
+template <typename Prompt>
+bool prompt_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
     const std::size_t n = task.cols;
-    if (task.order != SumOrder::tiled || task.n_tokens < 2 || n % 16 != 0 || n * kPromptTokens > kPromptPackFloats) {
+    if (task.order != SumOrder::tiled || task.n_tokens < 2 || n % Prompt::kChunk != 0 ||
+        n * Prompt::kTokens > kPromptPackFloats) {
         return false;
     }
     alignas(64) float acts[kPromptPackFloats];
-    for (std::size_t t0 = 0; t0 < task.n_tokens; t0 += kPromptTokens) {
-        const std::size_t tokens = std::min(kPromptTokens, task.n_tokens - t0);
+    for (std::size_t t0 = 0; t0 < task.n_tokens; t0 += Prompt::kTokens) {
+        const std::size_t tokens = std::min(Prompt::kTokens, task.n_tokens - t0);
         for (std::size_t t = 0; t < tokens; ++t) {
-            const auto* a = reinterpret_cast<const std::uint16_t*>(task.acts + (t0 + t) * task.act_row_bytes);
-            for (std::size_t k = 0; k < n; k += 16) _mm512_store_ps(acts + t * n + k, F16Policy::load(a + k));
+            Prompt::widen(reinterpret_cast<const std::uint16_t*>(task.acts + (t0 + t) * task.act_row_bytes), acts + t * n, n);
         }
-        f16_prompt_rows_up_to<static_cast<int>(kPromptTokens)>(tokens, task, acts, row_begin, row_end, t0);
+        prompt_rows_up_to<Prompt, static_cast<int>(Prompt::kTokens)>(tokens, task, acts, row_begin, row_end, t0);
     }
     return true;
 }
@@ -195,10 +251,12 @@ void round_row_bf16(const float* x, std::uint16_t* y, std::size_t n) {
 }
 
 void f16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    if (!f16_prompt_matmul_rows(task, row_begin, row_end)) avx512_float_matmul_rows<F16Policy>(task, row_begin, row_end);
+    if (!prompt_matmul_rows<F16Prompt>(task, row_begin, row_end)) avx512_float_matmul_rows<F16Policy>(task, row_begin, row_end);
 }
 void bf16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    avx512_float_matmul_rows<BF16EmulatedPolicy>(task, row_begin, row_end);
+    if (!prompt_matmul_rows<BF16Prompt>(task, row_begin, row_end)) {
+        avx512_float_matmul_rows<BF16EmulatedPolicy>(task, row_begin, row_end);
+    }
 }
 void f32_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
     avx512_float_matmul_rows<F32Policy>(task, row_begin, row_end);

@@ -12,9 +12,16 @@
 //   fold(acc)                      GCC's _mm512_reduce_add_ps tree (float_sums.hpp reduce16)
 //   finish_vec_dot(acc, w, a, tail)   ggml_vec_dot's combination of the 64 / kChunk block
 //                                  accumulators and its element-by-element tail
+//   FmaMode (optional)             a type whose object, alive around the accumulate()
+//                                  loop only, sets the floating-point mode those FMAs need
+//                                  (vdpbf16ps emulation: MXCSR FTZ | DAZ); the folds and
+//                                  tails run in the caller's mode. FmaMode::pin(acc) keeps
+//                                  the compiler from moving an FMA across the mode switch.
 // Tiles of R rows x T tokens reuse every loaded weight vector T times and every
 // activation vector R times without changing any output's sequence of operations.
 #pragma once
+
+#include "kernels/fast/intrinsics.hpp"
 
 #include <cstddef>
 
@@ -23,6 +30,56 @@
 
 namespace ember::kernels::fast {
 namespace {
+
+// The mode a policy's FMAs run in: P::FmaMode if it has one, else nothing to switch.
+struct CallerFmaMode {
+    template <typename A>
+    static void pin(A&) {}
+};
+template <typename P>
+struct FmaModeOf {
+    using type = CallerFmaMode;
+};
+template <typename P>
+    requires requires { typename P::FmaMode; }
+struct FmaModeOf<P> {
+    using type = typename P::FmaMode;
+};
+
+// vdpbf16ps's FMAs on ordinary FMAs: MXCSR with DAZ (bit 6: subnormal inputs read as
+// zero) and FTZ (bit 15: tiny results become zero, x86's tininess after rounding), round
+// to nearest even (bits 13-14 clear), for the object's lifetime; the caller's MXCSR
+// afterwards. GCC does not order floating-point arithmetic against ldmxcsr, so every
+// value crossing a switch goes through pin (an empty asm the FMAs depend on).
+struct FlushSubnormalsMode {
+    unsigned saved = _mm_getcsr();
+    FlushSubnormalsMode() { _mm_setcsr((saved | 0x8040u) & ~0x6000u); }
+    ~FlushSubnormalsMode() { _mm_setcsr(saved); }
+    FlushSubnormalsMode(const FlushSubnormalsMode&) = delete;
+    FlushSubnormalsMode& operator=(const FlushSubnormalsMode&) = delete;
+    template <typename V>
+    static void pin(V& v) {
+        asm volatile("" : "+v"(v));
+    }
+};
+
+// Runs `sums` (the accumulate() loop over the Count accumulators at `acc`) in P's FMA
+// mode, with every accumulator pinned on both sides of each mode switch.
+template <typename P, int Count>
+void pin_all(typename P::Accumulator* acc) {
+#pragma GCC unroll 64
+    for (int i = 0; i < Count; ++i) FmaModeOf<P>::type::pin(acc[i]);
+}
+template <typename P, int Count, typename Sums>
+void in_fma_mode(typename P::Accumulator* acc, Sums sums) {
+    {
+        [[maybe_unused]] const typename FmaModeOf<P>::type mode;
+        pin_all<P, Count>(acc);
+        sums();
+        pin_all<P, Count>(acc);
+    }
+    pin_all<P, Count>(acc);
+}
 
 // The R weight rows and T activation rows of the tile at (r0, t0).
 template <typename Element, int R, int T>
@@ -47,24 +104,26 @@ struct TiledTile {
 
         const std::size_t n = task.cols;
         const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, n / P::kChunk);
-        std::size_t k = 0;
-        for (; k + P::kChunk <= n; k += P::kChunk) {
-            prefetch(k / P::kChunk);
-            typename P::Vector wv[R];
-            for (int r = 0; r < R; ++r) wv[r] = P::load(rows.w[r] + k);
-            for (int t = 0; t < T; ++t) {
-                const typename P::Vector av = P::load(rows.a[t] + k);
-                for (int r = 0; r < R; ++r) acc[r][t] = P::accumulate(acc[r][t], wv[r], av);
+        in_fma_mode<P, R * T>(&acc[0][0], [&] {
+            std::size_t k = 0;
+            for (; k + P::kChunk <= n; k += P::kChunk) {
+                prefetch(k / P::kChunk);
+                typename P::Vector wv[R];
+                for (int r = 0; r < R; ++r) wv[r] = P::load(rows.w[r] + k);
+                for (int t = 0; t < T; ++t) {
+                    const typename P::Vector av = P::load(rows.a[t] + k);
+                    for (int r = 0; r < R; ++r) acc[r][t] = P::accumulate(acc[r][t], wv[r], av);
+                }
             }
-        }
-        if (k < n) {
-            typename P::Vector wv[R];
-            for (int r = 0; r < R; ++r) wv[r] = P::load_partial(rows.w[r] + k, n - k);
-            for (int t = 0; t < T; ++t) {
-                const typename P::Vector av = P::load_partial(rows.a[t] + k, n - k);
-                for (int r = 0; r < R; ++r) acc[r][t] = P::accumulate(acc[r][t], wv[r], av);
+            if (k < n) {
+                typename P::Vector wv[R];
+                for (int r = 0; r < R; ++r) wv[r] = P::load_partial(rows.w[r] + k, n - k);
+                for (int t = 0; t < T; ++t) {
+                    const typename P::Vector av = P::load_partial(rows.a[t] + k, n - k);
+                    for (int r = 0; r < R; ++r) acc[r][t] = P::accumulate(acc[r][t], wv[r], av);
+                }
             }
-        }
+        });
         for (int r = 0; r < R; ++r)
             for (int t = 0; t < T; ++t) task.out[(t0 + t) * task.out_stride + r0 + r] = P::fold(acc[r][t]);
     }
@@ -86,17 +145,19 @@ struct VecDotTile {
         const std::size_t n = task.cols;
         const std::size_t blocked = n - n % 64;
         const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, blocked / 64);
-        for (std::size_t k = 0; k < blocked; k += 64) {
-            prefetch(k / 64);
-            for (int q = 0; q < kAccumulators; ++q) {
-                typename P::Vector wv[R];
-                for (int r = 0; r < R; ++r) wv[r] = P::load(rows.w[r] + k + q * P::kChunk);
-                for (int t = 0; t < T; ++t) {
-                    const typename P::Vector av = P::load(rows.a[t] + k + q * P::kChunk);
-                    for (int r = 0; r < R; ++r) acc[r][t][q] = P::accumulate(acc[r][t][q], wv[r], av);
+        in_fma_mode<P, R * T * kAccumulators>(&acc[0][0][0], [&] {
+            for (std::size_t k = 0; k < blocked; k += 64) {
+                prefetch(k / 64);
+                for (int q = 0; q < kAccumulators; ++q) {
+                    typename P::Vector wv[R];
+                    for (int r = 0; r < R; ++r) wv[r] = P::load(rows.w[r] + k + q * P::kChunk);
+                    for (int t = 0; t < T; ++t) {
+                        const typename P::Vector av = P::load(rows.a[t] + k + q * P::kChunk);
+                        for (int r = 0; r < R; ++r) acc[r][t][q] = P::accumulate(acc[r][t][q], wv[r], av);
+                    }
                 }
             }
-        }
+        });
         for (int r = 0; r < R; ++r) {
             for (int t = 0; t < T; ++t) {
                 task.out[(t0 + t) * task.out_stride + r0 + r] =

@@ -142,7 +142,10 @@ struct BF16Prompt {
         __m512 acc[R][T];
         for (int r = 0; r < R; ++r)
             for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-        in_fma_mode<BF16EmulatedPolicy, R * T>(&acc[0][0], [&] {
+        using Mode = BF16EmulatedPolicy::FmaMode;
+        {
+            [[maybe_unused]] const Mode mode;
+            pin_each<Mode>(acc);
             for (std::size_t k = 0; k < n; k += 32) {
                 __m512 odd[R], even[R];
                 for (int r = 0; r < R; ++r) {
@@ -159,7 +162,9 @@ struct BF16Prompt {
                     }
                 }
             }
-        });
+            pin_each<Mode>(acc);
+        }
+        pin_each<Mode>(acc);
         store_tile<R, T>(task, acc, r0, t0);
     }
 };

@@ -16,7 +16,8 @@
 //                                  loop only, sets the floating-point mode those FMAs need
 //                                  (vdpbf16ps emulation: MXCSR FTZ | DAZ); the folds and
 //                                  tails run in the caller's mode. FmaMode::pin(acc) keeps
-//                                  the compiler from moving an FMA across the mode switch.
+//                                  the compiler from moving an FMA across the mode switch
+//                                  (pin_each).
 // Tiles of R rows x T tokens reuse every loaded weight vector T times and every
 // activation vector R times without changing any output's sequence of operations.
 #pragma once
@@ -59,26 +60,24 @@ struct FlushSubnormalsMode {
     FlushSubnormalsMode& operator=(const FlushSubnormalsMode&) = delete;
     template <typename V>
     static void pin(V& v) {
-        asm volatile("" : "+v"(v));
+        V copy = v;  // the asm on a copy leaves arrays of accumulators in registers
+        asm volatile("" : "+v"(copy));
+        v = copy;
     }
 };
 
-// Runs `sums` (the accumulate() loop over the Count accumulators at `acc`) in P's FMA
-// mode, with every accumulator pinned on both sides of each mode switch.
-template <typename P, int Count>
-void pin_all(typename P::Accumulator* acc) {
-#pragma GCC unroll 64
-    for (int i = 0; i < Count; ++i) FmaModeOf<P>::type::pin(acc[i]);
+// Mode::pin on every accumulator of an array (of arrays). Used as
+//     { const Mode mode; pin_each<Mode>(acc); FMAs...; pin_each<Mode>(acc); }
+//     pin_each<Mode>(acc); folds...
+// so each FMA depends on a pin after the switch into the mode, and a pin before the switch
+// back depends on it, and each fold depends on a pin after that switch.
+template <typename Mode, typename A>
+void pin_each(A& acc) {
+    Mode::pin(acc);
 }
-template <typename P, int Count, typename Sums>
-void in_fma_mode(typename P::Accumulator* acc, Sums sums) {
-    {
-        [[maybe_unused]] const typename FmaModeOf<P>::type mode;
-        pin_all<P, Count>(acc);
-        sums();
-        pin_all<P, Count>(acc);
-    }
-    pin_all<P, Count>(acc);
+template <typename Mode, typename A, std::size_t N>
+void pin_each(A (&acc)[N]) {
+    for (std::size_t i = 0; i < N; ++i) pin_each<Mode>(acc[i]);
 }
 
 // The R weight rows and T activation rows of the tile at (r0, t0).
@@ -104,7 +103,10 @@ struct TiledTile {
 
         const std::size_t n = task.cols;
         const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, n / P::kChunk);
-        in_fma_mode<P, R * T>(&acc[0][0], [&] {
+        using Mode = typename FmaModeOf<P>::type;
+        {
+            [[maybe_unused]] const Mode mode;
+            pin_each<Mode>(acc);
             std::size_t k = 0;
             for (; k + P::kChunk <= n; k += P::kChunk) {
                 prefetch(k / P::kChunk);
@@ -123,7 +125,9 @@ struct TiledTile {
                     for (int r = 0; r < R; ++r) acc[r][t] = P::accumulate(acc[r][t], wv[r], av);
                 }
             }
-        });
+            pin_each<Mode>(acc);
+        }
+        pin_each<Mode>(acc);
         for (int r = 0; r < R; ++r)
             for (int t = 0; t < T; ++t) task.out[(t0 + t) * task.out_stride + r0 + r] = P::fold(acc[r][t]);
     }
@@ -145,7 +149,10 @@ struct VecDotTile {
         const std::size_t n = task.cols;
         const std::size_t blocked = n - n % 64;
         const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, blocked / 64);
-        in_fma_mode<P, R * T * kAccumulators>(&acc[0][0][0], [&] {
+        using Mode = typename FmaModeOf<P>::type;
+        {
+            [[maybe_unused]] const Mode mode;
+            pin_each<Mode>(acc);
             for (std::size_t k = 0; k < blocked; k += 64) {
                 prefetch(k / 64);
                 for (int q = 0; q < kAccumulators; ++q) {
@@ -157,7 +164,9 @@ struct VecDotTile {
                     }
                 }
             }
-        });
+            pin_each<Mode>(acc);
+        }
+        pin_each<Mode>(acc);
         for (int r = 0; r < R; ++r) {
             for (int t = 0; t < T; ++t) {
                 task.out[(t0 + t) * task.out_stride + r0 + r] =

@@ -187,7 +187,7 @@ void prompt_rows_up_to(std::size_t tokens, const MatmulTask& task, const float* 
     prompt_rows<Prompt, T>(task, acts, row_begin, row_end, t0);
 }
 
-// False when a chunk would not fit the pack (F16 rows over 8192 columns, BF16 over 9830)
+// False when a chunk would not fit the pack (F16 rows over 8192 columns, BF16 over 9824)
 // or the order is not the tiled one (columns a multiple of Prompt::kChunk is part of it).
 template <typename Prompt>
 bool prompt_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {

@@ -109,15 +109,19 @@ int run_dataset(const extract::LoadedModel& model, const config::RunConfig& conf
                                        {"skipped", r.skipped},
                                        {"rows", r.rows},
                                        {"tokens", r.tokens},
+                                       {"evaluated_tokens", r.evaluated},
                                        {"arrays", r.arrays},
                                        {"batches", r.batches},
                                        {"resumed_samples", r.resumed_samples},
                                        {"seconds", r.seconds},
                                        {"config_hash", config::config_hash(config)}});
     } else {
-        fmt::print(stderr, "ember: {} samples ({} skipped, {} resumed), {} rows, {} tokens, {} arrays in {} ({:.1f} s, {:.0f} tok/s)\n",
-                   r.samples, r.skipped, r.resumed_samples, r.rows, r.tokens, r.arrays, r.dir.string(), r.seconds,
-                   static_cast<double>(r.tokens_this_run) / seconds);
+        fmt::print(stderr,
+                   "ember: {} samples ({} skipped, {} resumed), {} rows, {} tokens ({} evaluated), {} arrays in {} "
+                   "({:.1f} s, {:.0f} tok/s, {:.0f} evaluated tok/s)\n",
+                   r.samples, r.skipped, r.resumed_samples, r.rows, r.tokens, r.evaluated, r.arrays, r.dir.string(),
+                   r.seconds, static_cast<double>(r.tokens_this_run) / seconds,
+                   static_cast<double>(r.evaluated_this_run) / seconds);
     }
     return kExitOk;
 }

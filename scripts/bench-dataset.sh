@@ -8,7 +8,7 @@
 # into $EMBER_BENCH_MODELS), 2 threads: 1,000 samples of 8-24 tokens from Arabic templates,
 # `after_layer` at every layer at `substring:ROOT:last`, as
 #   1. one `ember extract --dataset` (samples/s, prompt and evaluated tokens/s, peak RSS),
-#      and the same with every sample evaluated whole (`--logits selected`),
+#      and the same with every sample evaluated whole (`--evaluate whole`),
 #   2. one `ember extract --prompt` process per sample, the way it is done without datasets
 #      (timed on the first $EMBER_BENCH_PER_PROCESS samples, default 100, and reported per sample),
 #   3. llama.cpp's own prefill of a 512-token prompt (`peer.mjs MODEL 512 1 2`).
@@ -51,10 +51,10 @@ for ((i = 1; i <= rounds; i++)); do
         --threads "$threads" --stages after_layer --json >"$work/summary.json"
     python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); rss, wall = open(sys.argv[2]).read().split()[-2:]; s["peak_rss_kib"]=int(rss); s["wall_seconds"]=float(wall); print(json.dumps(s))' \
         "$work/summary.json" "$work/rss" >>"$work/dataset.jsonl"
-    # the same with every sample evaluated whole (--logits selected reads the last rows)
+    # the same with every sample evaluated whole
     rm -rf "$work/out"
     /usr/bin/time -f '%M %e' -o "$work/rss" "$ember" extract --model "$model" --dataset "$work/data.jsonl" --out "$work/out" \
-        --threads "$threads" --stages after_layer --logits selected --json >"$work/summary.json"
+        --threads "$threads" --stages after_layer --evaluate whole --json >"$work/summary.json"
     python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); rss, wall = open(sys.argv[2]).read().split()[-2:]; s["peak_rss_kib"]=int(rss); s["wall_seconds"]=float(wall); print(json.dumps(s))' \
         "$work/summary.json" "$work/rss" >>"$work/whole.jsonl"
     start=$(date +%s.%N)

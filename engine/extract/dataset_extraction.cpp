@@ -355,7 +355,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
                     config.dataset.skip_empty, context_length, true};
     request.output.positions = {config::PositionSelection::Kind::All, {}, {}};
     const Selection shape = resolve(request.output, model.model->config(), 1);
-    request.evaluate_whole = options.experiments || shape.has(hooks::Stage::AttentionPattern) ||
+    request.evaluate_whole = config.dataset.evaluate_whole || options.experiments || shape.has(hooks::Stage::AttentionPattern) ||
                              shape.has(hooks::Stage::BeforeLogits) || shape.has(hooks::Stage::AfterLogits) ||
                              shape.logits != config::LogitsDump::None;
 

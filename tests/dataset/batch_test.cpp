@@ -89,8 +89,8 @@ TEST_CASE("batch invariance on the reference route, Gemma 4 with shared KV and a
 
 // Without logits, a target, attention patterns or experiments, a sample's rows after its
 // last selected one are not evaluated: every array is still the bytes of the whole
-// evaluation (which `--logits selected` forces), and samples.jsonl and the manifest say how
-// many rows were evaluated.
+// evaluation (`--evaluate whole`, or `--logits selected`, which reads the last rows), and
+// samples.jsonl and the manifest say how many rows were evaluated.
 TEST_CASE("rows after a sample's last selected one are not evaluated, and no selected row changes a bit") {
     for (const char* model : kDatasetModels) {
         for (const char* select : {"first", "substring:الطالب"}) {
@@ -103,11 +103,14 @@ TEST_CASE("rows after a sample's last selected one are not evaluated, and no sel
                 "--select {} --on-empty skip --stages before_layer,after_attention,after_mlp,after_layer --threads 2",
                 shell_quote(select));
             run(model, data, dir.path() / "cut", common);
-            run(model, data, dir.path() / "whole", common + " --logits selected");
+            run(model, data, dir.path() / "whole", common + " --evaluate whole");
+            run(model, data, dir.path() / "logits", common + " --logits selected");
             for (const auto& [name, bytes] : run_files(dir.path() / "cut")) {
                 if (name == "samples.jsonl") continue;
                 CHECK_MESSAGE(bytes == read_all(dir.path() / "whole" / name), name);
+                CHECK_MESSAGE(bytes == read_all(dir.path() / "logits" / name), name);
             }
+            CHECK(read_all(dir.path() / "whole" / "samples.jsonl") == read_all(dir.path() / "logits" / "samples.jsonl"));
             const auto rows = read_jsonl(dir.path() / "cut" / "rows.jsonl");
             const auto cut = read_jsonl(dir.path() / "cut" / "samples.jsonl");
             const auto whole = read_jsonl(dir.path() / "whole" / "samples.jsonl");

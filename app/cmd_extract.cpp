@@ -65,6 +65,9 @@ config::RunConfig config_from_options(const po::variables_map& vm) {
         const std::string on_empty = vm["on-empty"].as<std::string>();
         if (on_empty != "error" && on_empty != "skip") throw UsageError("--on-empty must be error or skip");
         c.dataset.skip_empty = on_empty == "skip";
+        const std::string evaluate = vm["evaluate"].as<std::string>();
+        if (evaluate != "needed" && evaluate != "whole") throw UsageError("--evaluate must be needed or whole");
+        c.dataset.evaluate_whole = evaluate == "whole";
         if (vm.count("shard")) c.dataset.shard = parse_shard(vm["shard"].as<std::string>(), "ember extract");
     } else if (vm.count("select")) {
         extract::parse_select(vm["select"].as<std::string>(), c.output);
@@ -109,15 +112,19 @@ int run_dataset(const extract::LoadedModel& model, const config::RunConfig& conf
                                        {"skipped", r.skipped},
                                        {"rows", r.rows},
                                        {"tokens", r.tokens},
+                                       {"evaluated_tokens", r.evaluated},
                                        {"arrays", r.arrays},
                                        {"batches", r.batches},
                                        {"resumed_samples", r.resumed_samples},
                                        {"seconds", r.seconds},
                                        {"config_hash", config::config_hash(config)}});
     } else {
-        fmt::print(stderr, "ember: {} samples ({} skipped, {} resumed), {} rows, {} tokens, {} arrays in {} ({:.1f} s, {:.0f} tok/s)\n",
-                   r.samples, r.skipped, r.resumed_samples, r.rows, r.tokens, r.arrays, r.dir.string(), r.seconds,
-                   static_cast<double>(r.tokens_this_run) / seconds);
+        fmt::print(stderr,
+                   "ember: {} samples ({} skipped, {} resumed), {} rows, {} tokens ({} evaluated), {} arrays in {} "
+                   "({:.1f} s, {:.0f} tok/s, {:.0f} evaluated tok/s)\n",
+                   r.samples, r.skipped, r.resumed_samples, r.rows, r.tokens, r.evaluated, r.arrays, r.dir.string(),
+                   r.seconds, static_cast<double>(r.tokens_this_run) / seconds,
+                   static_cast<double>(r.evaluated_this_run) / seconds);
     }
     return kExitOk;
 }
@@ -153,6 +160,8 @@ int run_extract(const std::vector<std::string>& args) {
         ("logit-lens", po::value<long long>()->default_value(0), "top-K logit lens for every chosen layer (0: off)")
         ("batch-tokens", po::value<long long>()->default_value(0), "dataset: tokens per evaluation (0: the default)")
         ("on-empty", po::value<std::string>()->default_value("error"), "dataset: a sample selecting nothing: error|skip")
+        ("evaluate", po::value<std::string>()->default_value("needed"),
+         "dataset: needed (a sample's rows up to the last one an output reads) or whole (every row; the same values)")
         ("experiment", po::value<std::vector<std::string>>(), "dataset: an experiment plugin (.so), per sample; repeatable")
         ("shard", po::value<std::string>(), "dataset: only shard K of N of the samples (K/N, K from 0); ember merge joins them")
         ("trace", po::value<std::string>(), "also write the operation journal to FILE")

@@ -108,6 +108,7 @@ DatasetSection parse_dataset(const toml::table& table, const std::string& file, 
     if (const toml::node* node = r.node("select")) d.select = checked_spec(r, *node, "dataset.select");
     if (auto v = r.integer("batch_tokens", 0, kMaxInt32)) d.batch_tokens = static_cast<std::uint32_t>(*v);
     if (auto v = r.choice("on_empty", {"error", "skip"})) d.skip_empty = *v == "skip";
+    if (auto v = r.choice("evaluate", {"needed", "whole"})) d.evaluate_whole = *v == "whole";
     if (const toml::node* node = r.node("shard")) {
         const auto* text = node->as_string();
         d.shard = text ? parse_shard(text->get()) : std::nullopt;
@@ -362,6 +363,8 @@ boost::json::object to_json(const RunConfig& c) {
                           {"select", c.dataset.select},
                           {"batch_tokens", c.dataset.batch_tokens},
                           {"on_empty", c.dataset.skip_empty ? "skip" : "error"}};
+        // Only when whole (the values are the same either way), so earlier runs keep their hashes.
+        if (c.dataset.evaluate_whole) out["dataset"].as_object()["evaluate"] = "whole";
         // Only a shard has it (last, so a merge can take it off), so unsharded runs keep their hashes.
         if (c.dataset.shard)
             out["dataset"].as_object()["shard"] = {{"index", c.dataset.shard->index}, {"count", c.dataset.shard->count}};

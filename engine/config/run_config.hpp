@@ -98,6 +98,9 @@ struct DatasetSection {
     std::string select = "last";                // a selection spec (ember/selection.hpp)
     std::uint32_t batch_tokens = 0;             // tokens per evaluation; 0: the default (kDefaultBatchTokens)
     bool skip_empty = false;                    // on_empty = "skip": a sample selecting nothing is recorded, not an error
+    // evaluate = "whole": every sample's every row evaluated, even those after its last
+    // selected row that no output reads ("needed", the default; the same values either way)
+    bool evaluate_whole = false;
     // `shard = "K/N"`: this run is shard K of N of the unsharded run's batches of samples
     // (`ember extract --shard K/N`); `ember merge` joins the N into the unsharded run.
     std::optional<Shard> shard;

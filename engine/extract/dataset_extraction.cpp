@@ -35,6 +35,12 @@ struct Request {
     config::AddBos add_bos;
     bool skip_empty;
     std::size_t context_length;  // the session's: no sample may be longer
+    // Every sample evaluated whole: experiments see each sample's whole prompt (the hook
+    // contract), attention patterns are as wide as the sample, logits and targets read
+    // its last rows. Otherwise a sample's rows after its last selected one are not
+    // evaluated: in a causal model no earlier row depends on them, and every row's
+    // arithmetic is the same at any length, so the selected rows keep their bits.
+    bool evaluate_whole;
 };
 
 std::string sample_name(const Sample& s, const std::filesystem::path& file) {
@@ -74,6 +80,9 @@ Prepared prepare(const Request& r, Sample sample, const std::filesystem::path& f
         p.skipped = e.what();
         p.selection.reset();
     }
+    p.evaluated_rows = p.evaluated.ids.size();
+    if (p.selection && !r.evaluate_whole && !sample.target && !p.selection->positions.empty())
+        p.evaluated_rows = p.selection->positions.back() + 1;
     p.sample = std::move(sample);
     return p;
 }
@@ -154,11 +163,11 @@ void evaluate_sample(runtime::Session& session, const LoadedModel& model, runtim
             runner->set_prompt(p.sample.text, std::move(ids), std::move(spans));
             hooks::EvalInfo info;
             info.phase = hooks::Phase::Prefill;
-            info.n_tokens = p.evaluated.ids.size();
+            info.n_tokens = p.evaluated_rows;
             info.all_logits = all_logits;
             runner->before_prefill(info);
         }
-        const kernels::ConstRows logits = session.prefill(p.evaluated.ids, all_logits, chain.simplest());
+        const kernels::ConstRows logits = session.prefill(p.evaluated_ids(), all_logits, chain.simplest());
         if (runner) runner->on_generation_complete(0, experiments::StopReason::MaxTokens);
         s.extractor->check_complete();
         if (p.sample.target) s.target = target_logprobs(p, logits);
@@ -193,7 +202,7 @@ private:
     void split(const hooks::EvalInfo& packed, hooks::TensorView v, F&& f) {
         std::size_t row = 0;
         for (SampleRows* s : samples_) {
-            const std::size_t n = s->prepared->evaluated.ids.size();
+            const std::size_t n = s->prepared->evaluated_rows;
             hooks::EvalInfo info = packed;
             info.start_position = 0;
             info.n_tokens = n;
@@ -215,8 +224,8 @@ void evaluate_packed(runtime::Session& session, const LoadedModel& model, runtim
     bool all_logits = false;
     for (SampleRows* s : samples) {
         const Prepared& p = *s->prepared;
-        tokens.insert(tokens.end(), p.evaluated.ids.begin(), p.evaluated.ids.end());
-        lengths.push_back(p.evaluated.ids.size());
+        tokens.insert(tokens.end(), p.evaluated_ids().begin(), p.evaluated_ids().end());
+        lengths.push_back(p.evaluated_rows);
         const Selection& sel = *p.selection;
         // A packed evaluation computes the logits of every row or of its very last one only.
         all_logits |= sel.has(hooks::Stage::BeforeLogits) || sel.has(hooks::Stage::AfterLogits) ||
@@ -232,8 +241,8 @@ void evaluate_packed(runtime::Session& session, const LoadedModel& model, runtim
     for (SampleRows* s : samples) {
         const Prepared& p = *s->prepared;
         s->extractor->check_complete();
-        if (p.sample.target) s->target = target_logprobs(p, logits.slice(row, p.evaluated.ids.size()));
-        row += p.evaluated.ids.size();
+        if (p.sample.target) s->target = target_logprobs(p, logits.slice(row, p.evaluated_rows));
+        row += p.evaluated_rows;
         if (p.selection->lens_top_k > 0)
             s->lens = logit_lens(*model.model, route, threads, s->extractor->lens_sources(), p.selection->lens_top_k);
     }
@@ -247,13 +256,14 @@ void draw_progress(const RunPoint& done, const RunPoint& total, std::size_t toke
 }
 
 RunPoint operator-(const RunPoint& a, const RunPoint& b) {
-    return {a.samples - b.samples, a.rows - b.rows, a.tokens - b.tokens, a.skipped - b.skipped};
+    return {a.samples - b.samples, a.rows - b.rows, a.tokens - b.tokens, a.evaluated - b.evaluated, a.skipped - b.skipped};
 }
 
 RunPoint& operator+=(RunPoint& a, const RunPoint& b) {
     a.samples += b.samples;
     a.rows += b.rows;
     a.tokens += b.tokens;
+    a.evaluated += b.evaluated;
     a.skipped += b.skipped;
     return a;
 }
@@ -342,9 +352,12 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     const std::size_t context_length =
         config.model.ctx ? config.model.ctx : runtime::default_context_length(model.model->config());
     Request request{model,           config.output, selection::parse(config.dataset.select), config.prompt.add_bos,
-                    config.dataset.skip_empty, context_length};
+                    config.dataset.skip_empty, context_length, true};
     request.output.positions = {config::PositionSelection::Kind::All, {}, {}};
     const Selection shape = resolve(request.output, model.model->config(), 1);
+    request.evaluate_whole = config.dataset.evaluate_whole || options.experiments || shape.has(hooks::Stage::AttentionPattern) ||
+                             shape.has(hooks::Stage::BeforeLogits) || shape.has(hooks::Stage::AfterLogits) ||
+                             shape.logits != config::LogitsDump::None;
 
     // Every line read, tokenized and resolved before anything is written, and the run's
     // batches planned: consecutive samples of at most pack_tokens tokens in all (a longer
@@ -364,7 +377,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
             any_target |= s.target.has_value();
             const Prepared p = prepare(request, std::move(s), file);
             longest = std::max(longest, p.evaluated.ids.size());
-            const std::size_t n = p.selection ? p.evaluated.ids.size() : 0;
+            const std::size_t n = p.selection ? p.evaluated_rows : 0;
             if (batches.empty() || fill + n > pack_tokens) {
                 batches.push_back({p.sample.index, {}});
                 fill = 0;
@@ -374,6 +387,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
             counted.samples += 1;
             counted.rows += p.selection ? p.selection->positions.size() : 0;
             counted.tokens += p.evaluated.ids.size();
+            counted.evaluated += p.selection ? p.evaluated_rows : 0;
             counted.skipped += p.selection ? 0 : 1;
         }
     }
@@ -443,7 +457,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
         while (pending || next_sample()) {
             Prepared p = pending ? std::move(*pending) : prepare(request, std::move(sample), file);
             pending.reset();
-            const std::size_t n = p.selection ? p.evaluated.ids.size() : 0;
+            const std::size_t n = p.selection ? p.evaluated_rows : 0;
             if (!batch.empty() && tokens + n > pack_tokens) {
                 pending = std::move(p);
                 break;
@@ -495,7 +509,10 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
           {"select", config.dataset.select},
           {"rows", "row r of every array is line r of rows.jsonl: its sample, position, token and byte span"},
           {"evaluation", "each sample at positions from 0, attending only to its own tokens; several samples "
-                         "may share one packed evaluation (batch_tokens), which changes no value"}}},
+                         "may share one packed evaluation (batch_tokens), which changes no value; without "
+                         "experiments, attention patterns, logits or a target, a sample's rows after its last "
+                         "selected one are not evaluated (samples.jsonl evaluated_tokens), which changes no "
+                         "value either"}}},
         {"dataset",
          {{"path", file.string()},
           {"sha256", info.sha256},
@@ -503,7 +520,8 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
           {"samples", own.samples},
           {"skipped", own.skipped},
           {"rows", own.rows},
-          {"tokens", own.tokens}}},
+          {"tokens", own.tokens},
+          {"evaluated_tokens", own.evaluated}}},
         {"selection", {{"default", config.dataset.select}, {"on_empty", config.dataset.skip_empty ? "skip" : "error"}}},
         {"batch_tokens", batch_tokens},
         {"model", model_record(model.path, model.file, model.model->config(), model.sha256)},
@@ -528,6 +546,8 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     result.rows = own.rows;
     result.tokens = own.tokens;
     result.tokens_this_run = point.tokens - at_start.tokens;
+    result.evaluated = own.evaluated;
+    result.evaluated_this_run = point.evaluated - at_start.evaluated;
     result.arrays = out.plans().size() + (any_target ? 1 : 0);
     result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return result;

@@ -47,6 +47,8 @@ struct DatasetResult {
     std::size_t rows = 0;
     std::size_t tokens = 0;
     std::size_t tokens_this_run = 0;  // evaluated by this process
+    std::size_t evaluated = 0;        // rows evaluated (tokens, or fewer: docs/extraction.md)
+    std::size_t evaluated_this_run = 0;
     std::size_t arrays = 0;
     std::size_t batches = 0;          // evaluated by this process
     std::size_t resumed_samples = 0;  // samples an earlier process had finished

@@ -51,7 +51,7 @@ struct ShardDir {
     std::size_t begin = 0, end = 0;  // its samples
     std::size_t dataset_samples = 0;
     std::size_t first_row = 0;
-    std::size_t samples = 0, rows = 0, tokens = 0, skipped = 0;  // its own
+    std::size_t samples = 0, rows = 0, tokens = 0, evaluated_tokens = 0, skipped = 0;  // its own
 };
 
 std::size_t count_member(const json::object& o, std::string_view key, const ShardDir& s, std::string_view where) {
@@ -111,6 +111,7 @@ ShardDir read_shard(const fs::path& dir) {
     s.samples = count_member(dataset, "samples", s, "dataset");
     s.rows = count_member(dataset, "rows", s, "dataset");
     s.tokens = count_member(dataset, "tokens", s, "dataset");
+    s.evaluated_tokens = count_member(dataset, "evaluated_tokens", s, "dataset");
     s.skipped = count_member(dataset, "skipped", s, "dataset");
     object_member(s.manifest, "files", s);
     // The merged manifest is written from these values: they must write back to these bytes.
@@ -153,7 +154,7 @@ json::object run_identity(const json::object& manifest) {
         json::value v = kv.value();
         if (key == "config" && v.is_object()) v = unsharded_identity(v.as_object());
         if (key == "dataset" && v.is_object())
-            for (const char* own : {"samples", "skipped", "rows", "tokens"}) v.as_object().erase(own);
+            for (const char* own : {"samples", "skipped", "rows", "tokens", "evaluated_tokens"}) v.as_object().erase(own);
         if (key == "shard" && v.is_object()) {
             const json::object record = v.as_object();
             json::object same;
@@ -433,16 +434,18 @@ MergeResult merge_dataset_shards(const std::vector<fs::path>& dirs, const fs::pa
     manifest["config_hash"] = config::config_hash(config);
     manifest["config"] = std::move(config);
     json::object& dataset = manifest["dataset"].as_object();
-    std::size_t samples = 0, skipped = 0, tokens = 0;
+    std::size_t samples = 0, skipped = 0, tokens = 0, evaluated_tokens = 0;
     for (const ShardDir* s : ordered) {
         samples += s->samples;
         skipped += s->skipped;
         tokens += s->tokens;
+        evaluated_tokens += s->evaluated_tokens;
     }
     dataset["samples"] = samples;
     dataset["skipped"] = skipped;
     dataset["rows"] = row;
     dataset["tokens"] = tokens;
+    dataset["evaluated_tokens"] = evaluated_tokens;
     for (json::object* e : array_entries(manifest)) {
         const json::value* file = e->if_contains("file");
         if (!file) file = e->if_contains("ids_file");

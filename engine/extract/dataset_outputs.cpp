@@ -38,6 +38,7 @@ std::optional<Progress> read_progress(const fs::path& dir, const std::string& ru
         p.point.samples = o.at("samples").to_number<std::size_t>();
         p.point.rows = o.at("rows").to_number<std::size_t>();
         p.point.tokens = o.at("tokens").to_number<std::size_t>();
+        p.point.evaluated = o.at("evaluated").to_number<std::size_t>();
         p.point.skipped = o.at("skipped").to_number<std::size_t>();
         for (const auto& [name, bytes] : o.at("bytes").as_object()) p.bytes[std::string(name)] = bytes.to_number<std::uint64_t>();
         return p;
@@ -102,6 +103,7 @@ void DatasetOutputs::checkpoint(const RunPoint& point) {
                                 {"samples", point.samples},
                                 {"rows", point.rows},
                                 {"tokens", point.tokens},
+                                {"evaluated", point.evaluated},
                                 {"skipped", point.skipped},
                                 {"bytes", std::move(bytes)}};
     write_file_atomically(dir_ / kProgressName, json::serialize(progress) + "\n");

@@ -40,6 +40,7 @@ struct RunPoint {
     std::size_t samples = 0;
     std::size_t rows = 0;
     std::size_t tokens = 0;
+    std::size_t evaluated = 0;  // the rows evaluated: `tokens`, or fewer (Prepared::evaluated_rows)
     std::size_t skipped = 0;
 };
 

@@ -1,6 +1,7 @@
 // Rungs: activation-reference (batch invariance: packing several samples into one prefill
 // evaluation changes no bit of any array, for --batch-tokens 1, the default and a prime,
-// threads 1 and 2, on every family including Gemma 4's sliding window and shared KV),
+// threads 1 and 2, on every family including Gemma 4's sliding window and shared KV; nor
+// does leaving out the rows after a sample's last selected one),
 // golden logits (target scoring equals the log-softmax of the full logits of the joined
 // text, computed here from single-prompt `--logits all`) and interventions (experiments
 // see each sample alone, in order, and a strict failure names the sample).
@@ -84,6 +85,52 @@ TEST_CASE("batch invariance on the reference route, Gemma 4 with shared KV and a
     run("synth-gemma4-e-q8_0", data, dir.path() / "one", common + " --threads 1 --batch-tokens 1");
     run("synth-gemma4-e-q8_0", data, dir.path() / "packed", common + " --threads 2 --batch-tokens 101");
     CHECK(run_files(dir.path() / "one") == run_files(dir.path() / "packed"));
+}
+
+// Without logits, a target, attention patterns or experiments, a sample's rows after its
+// last selected one are not evaluated: every array is still the bytes of the whole
+// evaluation (`--evaluate whole`, or `--logits selected`, which reads the last rows), and
+// samples.jsonl and the manifest say how many rows were evaluated.
+TEST_CASE("rows after a sample's last selected one are not evaluated, and no selected row changes a bit") {
+    for (const char* model : kDatasetModels) {
+        for (const char* select : {"first", "substring:الطالب"}) {
+            CAPTURE(model);
+            CAPTURE(select);
+            TempDir dir;
+            const fs::path data = dir.path() / "d.jsonl";
+            write_all(data, dataset_lines());
+            const std::string common = fmt::format(
+                "--select {} --on-empty skip --stages before_layer,after_attention,after_mlp,after_layer --threads 2",
+                shell_quote(select));
+            run(model, data, dir.path() / "cut", common);
+            run(model, data, dir.path() / "whole", common + " --evaluate whole");
+            run(model, data, dir.path() / "logits", common + " --logits selected");
+            for (const auto& [name, bytes] : run_files(dir.path() / "cut")) {
+                if (name == "samples.jsonl") continue;
+                CHECK_MESSAGE(bytes == read_all(dir.path() / "whole" / name), name);
+                CHECK_MESSAGE(bytes == read_all(dir.path() / "logits" / name), name);
+            }
+            CHECK(read_all(dir.path() / "whole" / "samples.jsonl") == read_all(dir.path() / "logits" / "samples.jsonl"));
+            const auto rows = read_jsonl(dir.path() / "cut" / "rows.jsonl");
+            const auto cut = read_jsonl(dir.path() / "cut" / "samples.jsonl");
+            const auto whole = read_jsonl(dir.path() / "whole" / "samples.jsonl");
+            REQUIRE(cut.size() == whole.size());
+            std::size_t evaluated = 0, shorter = 0;
+            for (std::size_t i = 0; i < cut.size(); ++i) {
+                CAPTURE(i);
+                const std::size_t n = cut[i].at("row_count").to_number<std::size_t>();
+                const std::size_t first = cut[i].at("first_row").to_number<std::size_t>();
+                const std::size_t expected = n == 0 ? 0 : rows[first + n - 1].at("position").to_number<std::size_t>() + 1;
+                CHECK(cut[i].at("evaluated_tokens").to_number<std::size_t>() == expected);
+                CHECK(whole[i].at("evaluated_tokens").to_number<std::size_t>() == (n == 0 ? 0 : whole[i].at("n_tokens").to_number<std::size_t>()));
+                evaluated += expected;
+                shorter += expected < cut[i].at("n_tokens").to_number<std::size_t>() ? 1 : 0;
+            }
+            CHECK(shorter > 0);
+            const json::value manifest = json::parse(read_all(dir.path() / "cut" / "manifest.json"));
+            CHECK(manifest.at("dataset").at("evaluated_tokens").to_number<std::size_t>() == evaluated);
+        }
+    }
 }
 
 TEST_CASE("target scoring equals the log-softmax of the joined text's full logits") {

@@ -323,6 +323,25 @@ TEST_CASE("[dataset] in a run config is the same request as the options") {
     CHECK_MESSAGE(bad.output.find("bad.toml:5:10: dataset.select: selection 'bytes:9-2': the range is empty") !=
                       std::string::npos,
                   bad.output);
+
+    // dataset.evaluate = "whole" is --evaluate whole; a typo is refused by file, line and key.
+    const CommandResult w = ember(fmt::format("extract --model {} --dataset {} --out {} --threads 1 --layers 0,1 "
+                                              "--select substring:كتب --evaluate whole",
+                                              shell_quote(model), shell_quote(data.string()),
+                                              shell_quote((dir.path() / "whole-options").string())));
+    REQUIRE_MESSAGE(w.exit_code == 0, w.output);
+    write_all(dir.path() / "whole.toml", fmt::format("[model]\npath = \"{}\"\nthreads = 1\n[dataset]\npath = \"d.jsonl\"\n"
+                                                     "select = \"substring:كتب\"\nevaluate = \"whole\"\n[output]\n"
+                                                     "dir = \"whole-config\"\nlayers = [0, 1]\n",
+                                                     model));
+    const CommandResult wc = ember(fmt::format("extract {}", shell_quote((dir.path() / "whole.toml").string())));
+    REQUIRE_MESSAGE(wc.exit_code == 0, wc.output);
+    CHECK(run_files(dir.path() / "whole-options") == run_files(dir.path() / "whole-config"));
+    write_all(dir.path() / "typo.toml", fmt::format("[model]\npath = \"{}\"\n[dataset]\npath = \"d.jsonl\"\nevaluate = \"al\"\n", model));
+    const CommandResult typo = ember(fmt::format("extract {}", shell_quote((dir.path() / "typo.toml").string())));
+    CHECK(typo.exit_code != 0);
+    CHECK_MESSAGE(typo.output.find("typo.toml:5") != std::string::npos, typo.output);
+    CHECK_MESSAGE(typo.output.find("evaluate") != std::string::npos, typo.output);
 }
 
 TEST_CASE("single-prompt extract --select writes the rows the spec names") {

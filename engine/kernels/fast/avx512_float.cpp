@@ -92,12 +92,6 @@ const std::uint16_t* weight_row(const MatmulTask& task, std::size_t r) {
     return reinterpret_cast<const std::uint16_t*>(task.weights + r * task.weight_row_bytes);
 }
 
-template <int R, int T>
-void store_tile(const MatmulTask& task, const __m512 (&acc)[R][T], std::size_t r0, std::size_t t0) {
-    for (int r = 0; r < R; ++r)
-        for (int t = 0; t < T; ++t) task.out[(t0 + t) * task.out_stride + r0 + r] = avx512_fold16(acc[r][t]);
-}
-
 struct F16Prompt {
     static constexpr int kRows = 4;
     static constexpr std::size_t kTokens = 6;
@@ -106,11 +100,8 @@ struct F16Prompt {
         for (std::size_t k = 0; k < n; k += 16) _mm512_store_ps(out + k, F16Policy::load(a + k));
     }
     template <int R, int T>
-    static void tile(const MatmulTask& task, const float* acts, std::size_t r0, std::size_t t0) {
+    static void sums(const MatmulTask& task, const float* acts, std::size_t r0, __m512 (&acc)[R][T]) {
         const std::size_t n = task.cols;
-        __m512 acc[R][T];
-        for (int r = 0; r < R; ++r)
-            for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
         for (std::size_t k = 0; k < n; k += 16) {
             __m512 wv[R];
             for (int r = 0; r < R; ++r) wv[r] = F16Policy::load(weight_row(task, r0 + r) + k);
@@ -119,7 +110,6 @@ struct F16Prompt {
                 for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], av, acc[r][t]);
             }
         }
-        store_tile<R, T>(task, acc, r0, t0);
     }
 };
 
@@ -137,11 +127,8 @@ struct BF16Prompt {
         }
     }
     template <int R, int T>
-    static void tile(const MatmulTask& task, const float* acts, std::size_t r0, std::size_t t0) {
+    static void sums(const MatmulTask& task, const float* acts, std::size_t r0, __m512 (&acc)[R][T]) {
         const std::size_t n = task.cols;
-        __m512 acc[R][T];
-        for (int r = 0; r < R; ++r)
-            for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
         using Mode = BF16EmulatedPolicy::FmaMode;
         {
             [[maybe_unused]] const Mode mode;
@@ -165,15 +152,25 @@ struct BF16Prompt {
             pin_each<Mode>(acc);
         }
         pin_each<Mode>(acc);
-        store_tile<R, T>(task, acc, r0, t0);
     }
 };
+
+// One tile: Prompt::sums accumulates each output's FMAs, then each is folded.
+template <typename Prompt, int R, int T>
+void prompt_tile(const MatmulTask& task, const float* acts, std::size_t r0, std::size_t t0) {
+    __m512 acc[R][T];
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+    Prompt::template sums<R, T>(task, acts, r0, acc);
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < T; ++t) task.out[(t0 + t) * task.out_stride + r0 + r] = avx512_fold16(acc[r][t]);
+}
 
 template <typename Prompt, int T>
 void prompt_rows(const MatmulTask& task, const float* acts, std::size_t row_begin, std::size_t row_end, std::size_t t0) {
     std::size_t r = row_begin;
-    for (; r + Prompt::kRows <= row_end; r += Prompt::kRows) Prompt::template tile<Prompt::kRows, T>(task, acts, r, t0);
-    for (; r < row_end; ++r) Prompt::template tile<1, T>(task, acts, r, t0);
+    for (; r + Prompt::kRows <= row_end; r += Prompt::kRows) prompt_tile<Prompt, Prompt::kRows, T>(task, acts, r, t0);
+    for (; r < row_end; ++r) prompt_tile<Prompt, 1, T>(task, acts, r, t0);
 }
 
 template <typename Prompt, int T>

@@ -62,6 +62,14 @@ const ActivationFormat& activation_format(ActivationType type);
 // "F32, F16, BF16, Q8_0, ..." for error messages.
 std::string supported_weight_format_names();
 
+// Whether a product with this format gives each output the same bits at any number of
+// activation rows. The integer-block formats do (one order per output); F32, F16 and BF16
+// follow llama.cpp's two orders, tinyBLAS for 2+ rows and vec_dot for one.
+inline bool same_bits_at_any_row_count(const WeightFormat& f) {
+    return f.activation != ActivationType::f32 && f.activation != ActivationType::f16 &&
+           f.activation != ActivationType::bf16;
+}
+
 // Bytes of n elements in a block format (n a multiple of block_size).
 inline std::size_t format_row_bytes(std::uint32_t block_size, std::uint32_t block_bytes, std::size_t n) {
     return n / block_size * block_bytes;

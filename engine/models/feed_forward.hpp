@@ -7,9 +7,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
+#include "hooks/hooks.hpp"
 #include "kernels/ops.hpp"
+#include "kernels/weight_format.hpp"
+#include "models/model.hpp"
 #include "models/tensor_loader.hpp"
 #include "models/workspace.hpp"
 
@@ -23,6 +27,23 @@ struct FeedForward {
 };
 
 enum class GateActivation { Silu, Gelu };
+
+// The rows [T - result, T) the MLP block of layer `il` computes: all T rows; but in the
+// last layer, when no hook observes any row (DisabledHooks), the evaluation is one
+// sequence and only the last row's logits are read, that row alone, if the block's
+// products give it the same bits at any row count (llama.cpp's output ids do the same).
+template <class Hooks>
+std::size_t mlp_rows(const Evaluation& eval, std::uint32_t il, std::uint32_t n_layers, const FeedForward& w) {
+    const std::size_t T = eval.tokens.size();
+    if constexpr (!std::is_same_v<Hooks, hooks::DisabledHooks>) {
+        return T;
+    } else {
+        if (il + 1 != n_layers || !eval.segments.empty() || logit_rows(eval) != 1) return T;
+        for (const kernels::WeightMatrix* m : {&w.gate, &w.up, &w.down})
+            if (!kernels::same_bits_at_any_row_count(kernels::weight_format(m->type))) return T;
+        return 1;
+    }
+}
 
 // blk.N.ffn_norm, ffn_gate, ffn_up and ffn_down, checked against n_embd and n_ff.
 FeedForward load_feed_forward(const TensorLoader& tensors, std::uint32_t layer, std::size_t n_embd, std::size_t n_ff);

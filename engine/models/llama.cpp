@@ -103,16 +103,19 @@ void LlamaModel::forward(const Evaluation& eval, ForwardState& state, kernels::O
         ops.matmul({"attn_output", layer, OpKind::Projection}, heads, w.attn.output, attn_out);
 
         hooks.after_attention(info, il, attn_out);
-        ops.add({"ffn_inp", layer, OpKind::ResidualAdd}, x, attn_out, x);
+        // (the last rows only, in a last layer nothing else reads: mlp_rows)
+        const std::size_t M = mlp_rows<Hooks>(eval, il, c.n_layers, w.ffn);
+        Rows xm = x.slice(T - M, M);  // [M, E]
+        ops.add({"ffn_inp", layer, OpKind::ResidualAdd}, xm, attn_out.slice(T - M, M), xm);
 
         // ---- MLP block: down(silu(gate(h)) * up(h)) ----
-        Rows activation = feed_forward_activation(ops, layer, GateActivation::Silu, w.ffn, eps, x, ws);  // [T, n_ff]
+        Rows activation = feed_forward_activation(ops, layer, GateActivation::Silu, w.ffn, eps, xm, ws);  // [M, n_ff]
         hooks.mlp_activation(info, il, activation);
-        Rows mlp_out = Workspace::rows(ws.mlp_out, T, E);  // [T, E]
+        Rows mlp_out = Workspace::rows(ws.mlp_out, M, E);  // [M, E]
         ops.matmul({"ffn_down", layer, OpKind::Projection}, activation, w.ffn.down, mlp_out);
 
         hooks.after_mlp(info, il, mlp_out);
-        ops.add({"l_out", layer, OpKind::ResidualAdd}, x, mlp_out, x);
+        ops.add({"l_out", layer, OpKind::ResidualAdd}, xm, mlp_out, xm);
 
         hooks.after_layer(info, il, x);
     }

@@ -104,7 +104,37 @@ void check_unembed(const std::string& name) {
     CHECK(bitwise_equal(lens, std::vector<float>(logits.data, logits.data + lens.size())));
 }
 
+// Without hooks, the last layer's MLP block runs for the last row alone (models::mlp_rows):
+// its logits are the bits of the whole evaluation that hooks observe.
+void check_last_row_block(const std::string& name, runtime::Route route) {
+    INFO(name);
+    const gguf::File file = gguf::File::open(fixture_path("models/" + name + ".gguf"));
+    const auto model = models::load_model(file);
+    const std::vector<std::int32_t> prompt = load_golden(f32_golden_path(name)).prompts.at(0).tokens;
+    REQUIRE(prompt.size() > 1);
+    runtime::SessionOptions options;
+    options.route = route;
+    options.threads = 2;
+    options.max_batch = prompt.size();
+    runtime::Session plain(*model, options), observed(*model, options);
+    const kernels::ConstRows a = plain.prefill(prompt);
+    CaptureHooks hooks(model->config().n_layers);
+    const kernels::ConstRows b = observed.prefill(prompt, false, &hooks);
+    REQUIRE(a.rows == 1);
+    REQUIRE(b.rows == 1);
+    CHECK(bitwise_equal(std::vector<float>(a.data, a.data + a.cols), std::vector<float>(b.data, b.data + b.cols)));
+}
+
 }  // namespace
+
+// Rung: golden logits (the same bits as the whole evaluation, itself checked against llama.cpp).
+TEST_CASE("the last layer's MLP block for the last row alone gives the whole evaluation's logits, bit for bit") {
+    const char* models[] = {"stories260K", "synth-llama3-q8_0", "synth-qwen3-q8_0", "synth-llama3-k-q4_k_m",
+                            "synth-qwen3-k-q5_1", "synth-gemma4-q8_0"};
+    for (const char* name : models) check_last_row_block(name, runtime::Route::Reference);
+    if (test::fast_route_missing()) return;
+    for (const char* name : models) check_last_row_block(name, runtime::Route::Fast);
+}
 
 TEST_CASE("unembed (logit lens) of the last layer reproduces the logits in every family") {
     for (const char* name : {"stories260K", "synth-qwen3-q8_0", "synth-gemma4-q8_0"}) {

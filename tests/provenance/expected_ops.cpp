@@ -26,8 +26,25 @@ bool has_tensor(const gguf::File& file, std::uint32_t layer, const char* name) {
     return file.find_tensor(fmt::format("blk.{}.{}.weight", layer, name)) != nullptr;
 }
 
-// Llama and Qwen3: attention with optional per-head Q/K norms, then SwiGLU.
-void llama_like_layer(Builder& b, const models::ModelConfig& c, std::uint32_t il, std::size_t T, bool qk_norm) {
+bool float_weight(const gguf::File& file, std::uint32_t layer, const char* name) {
+    const gguf::GgmlType t = file.find_tensor(fmt::format("blk.{}.{}.weight", layer, name))->type;
+    return t == gguf::GgmlType::F32 || t == gguf::GgmlType::F16 || t == gguf::GgmlType::BF16;
+}
+
+// The rows of layer il's MLP block in an evaluation without hooks: in the last layer, the
+// logits' rows only when those are the last one and no FFN weight is a float type (whose
+// product order depends on the row count); else all T.
+std::size_t mlp_rows(const gguf::File& file, const models::ModelConfig& c, std::uint32_t il, std::size_t T, std::size_t R) {
+    if (il + 1 != c.n_layers || R != 1) return T;
+    for (const char* w : {"ffn_gate", "ffn_up", "ffn_down"})
+        if (float_weight(file, il, w)) return T;
+    return 1;
+}
+
+// Llama and Qwen3: attention with optional per-head Q/K norms, then SwiGLU over M rows
+// (mlp_rows).
+void llama_like_layer(Builder& b, const models::ModelConfig& c, std::uint32_t il, std::size_t T, std::size_t M,
+                      bool qk_norm) {
     const auto& L = c.layers[il];
     const auto l = static_cast<std::int32_t>(il);
     const std::size_t E = c.n_embd, D = L.head_dim, qw = L.n_head * D, kvw = L.n_head_kv * D, ff = L.n_ff;
@@ -45,13 +62,13 @@ void llama_like_layer(Builder& b, const models::ModelConfig& c, std::uint32_t il
     b.same("cache_v", OpKind::KvStore, l, {T, kvw});
     b.same("kqv", OpKind::Attention, l, {T, qw});
     b.op("attn_output", OpKind::Projection, l, {T, qw}, {T, E});
-    b.same("ffn_inp", OpKind::ResidualAdd, l, {T, E});
-    b.same("ffn_norm", OpKind::Norm, l, {T, E});
-    b.op("ffn_gate", OpKind::Projection, l, {T, E}, {T, ff});
-    b.op("ffn_up", OpKind::Projection, l, {T, E}, {T, ff});
-    b.same("ffn_swiglu", OpKind::Activation, l, {T, ff});
-    b.op("ffn_down", OpKind::Projection, l, {T, ff}, {T, E});
-    b.same("l_out", OpKind::ResidualAdd, l, {T, E});
+    b.same("ffn_inp", OpKind::ResidualAdd, l, {M, E});
+    b.same("ffn_norm", OpKind::Norm, l, {M, E});
+    b.op("ffn_gate", OpKind::Projection, l, {M, E}, {M, ff});
+    b.op("ffn_up", OpKind::Projection, l, {M, E}, {M, ff});
+    b.same("ffn_swiglu", OpKind::Activation, l, {M, ff});
+    b.op("ffn_down", OpKind::Projection, l, {M, ff}, {M, E});
+    b.same("l_out", OpKind::ResidualAdd, l, {M, E});
 }
 
 // Gemma 4 (model-math §7): per-layer inputs, Q/K/V norms, shared KV, post norms, GEGLU.
@@ -120,7 +137,7 @@ std::vector<ExpectedOp> expected_evaluation(const gguf::File& file, const models
     }
     for (std::uint32_t il = 0; il < c.n_layers; ++il) {
         if (c.family == models::Family::Gemma4) gemma4_layer(b, file, c, il, T);
-        else llama_like_layer(b, c, il, T, c.family == models::Family::Qwen3);
+        else llama_like_layer(b, c, il, T, mlp_rows(file, c, il, T, R), c.family == models::Family::Qwen3);
     }
     b.same("result_norm", OpKind::Norm, -1, {R, E});
     b.op("output", OpKind::LmHead, -1, {R, E}, {R, c.n_vocab});

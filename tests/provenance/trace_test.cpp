@@ -159,7 +159,7 @@ TEST_CASE("trace fingerprints: one pinned value per family, for every built rout
     // value per family serves both; a route that fuses operations gets its own pin here.
     const std::pair<const char*, const char*> pinned[] = {
         {"stories260K", "ec4e07296d38e1fdfed87291c16ecb8cd5ccd522b88d1245cfa7888257d49824"},
-        {"synth-qwen3-q8_0", "bc2636ca2a5bcb8088d8f0bcfda177461c06f33c0162b9b740befc5b946a3f5c"},
+        {"synth-qwen3-q8_0", "76b0b6b1bd18638ab60f485cfd459d66e71a61beafc777111d58e05d1e709c71"},
         {"synth-gemma4-e-q8_0", "20b0da5ff0f7ef5716ea053e6131ac97c671187dff25de89761e9fc36e0184e8"},
     };
     for (const auto& [name, fingerprint] : pinned) {

@@ -43,20 +43,23 @@ with open(sys.argv[1], "w") as f:
         f.write(json.dumps({"text": text, "select": f"substring:{root}:last", "root": root}, ensure_ascii=False) + "\n")
 PY
 
+# One `ember extract --dataset` with extra OPTIONS: its JSON summary, peak RSS and wall time
+# appended to OUT.
+dataset_run() {  # OUT [OPTIONS...]
+    local out=$1
+    shift
+    rm -rf "$work/out"
+    /usr/bin/time -f '%M %e' -o "$work/rss" "$ember" extract --model "$model" --dataset "$work/data.jsonl" --out "$work/out" \
+        --threads "$threads" --stages after_layer "$@" --json >"$work/summary.json"
+    python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); rss, wall = open(sys.argv[2]).read().split()[-2:]; s["peak_rss_kib"]=int(rss); s["wall_seconds"]=float(wall); print(json.dumps(s))' \
+        "$work/summary.json" "$work/rss" >>"$out"
+}
+
 echo "uptime before: $(uptime)" >&2
 for ((i = 1; i <= rounds; i++)); do
     echo "round $i/$rounds: dataset, one process per sample, llama.cpp" >&2
-    rm -rf "$work/out"
-    /usr/bin/time -f '%M %e' -o "$work/rss" "$ember" extract --model "$model" --dataset "$work/data.jsonl" --out "$work/out" \
-        --threads "$threads" --stages after_layer --json >"$work/summary.json"
-    python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); rss, wall = open(sys.argv[2]).read().split()[-2:]; s["peak_rss_kib"]=int(rss); s["wall_seconds"]=float(wall); print(json.dumps(s))' \
-        "$work/summary.json" "$work/rss" >>"$work/dataset.jsonl"
-    # the same with every sample evaluated whole
-    rm -rf "$work/out"
-    /usr/bin/time -f '%M %e' -o "$work/rss" "$ember" extract --model "$model" --dataset "$work/data.jsonl" --out "$work/out" \
-        --threads "$threads" --stages after_layer --evaluate whole --json >"$work/summary.json"
-    python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); rss, wall = open(sys.argv[2]).read().split()[-2:]; s["peak_rss_kib"]=int(rss); s["wall_seconds"]=float(wall); print(json.dumps(s))' \
-        "$work/summary.json" "$work/rss" >>"$work/whole.jsonl"
+    dataset_run "$work/dataset.jsonl"
+    dataset_run "$work/whole.jsonl" --evaluate whole  # every row of every sample
     start=$(date +%s.%N)
     head -n "$per_process" "$work/data.jsonl" | while IFS= read -r line; do
         text=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["text"])' "$line")

@@ -80,9 +80,9 @@ Prepared prepare(const Request& r, Sample sample, const std::filesystem::path& f
         p.skipped = e.what();
         p.selection.reset();
     }
-    p.evaluated_rows = p.evaluated.ids.size();
-    if (p.selection && !r.evaluate_whole && !sample.target && !p.selection->positions.empty())
-        p.evaluated_rows = p.selection->positions.back() + 1;
+    if (!p.selection) p.evaluated_rows = 0;  // skipped
+    else if (r.evaluate_whole || sample.target || p.selection->positions.empty()) p.evaluated_rows = p.evaluated.ids.size();
+    else p.evaluated_rows = p.selection->positions.back() + 1;
     p.sample = std::move(sample);
     return p;
 }
@@ -351,13 +351,14 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
 
     const std::size_t context_length =
         config.model.ctx ? config.model.ctx : runtime::default_context_length(model.model->config());
-    Request request{model,           config.output, selection::parse(config.dataset.select), config.prompt.add_bos,
-                    config.dataset.skip_empty, context_length, true};
-    request.output.positions = {config::PositionSelection::Kind::All, {}, {}};
-    const Selection shape = resolve(request.output, model.model->config(), 1);
-    request.evaluate_whole = config.dataset.evaluate_whole || options.experiments || shape.has(hooks::Stage::AttentionPattern) ||
-                             shape.has(hooks::Stage::BeforeLogits) || shape.has(hooks::Stage::AfterLogits) ||
-                             shape.logits != config::LogitsDump::None;
+    config::OutputSection output = config.output;  // stages, layers, logits, lens; positions come from the spec
+    output.positions = {config::PositionSelection::Kind::All, {}, {}};
+    const Selection shape = resolve(output, model.model->config(), 1);
+    const bool evaluate_whole = config.dataset.evaluate_whole || options.experiments ||
+                                shape.has(hooks::Stage::AttentionPattern) || shape.has(hooks::Stage::BeforeLogits) ||
+                                shape.has(hooks::Stage::AfterLogits) || shape.logits != config::LogitsDump::None;
+    const Request request{model,         output,         selection::parse(config.dataset.select), config.prompt.add_bos,
+                          config.dataset.skip_empty, context_length, evaluate_whole};
 
     // Every line read, tokenized and resolved before anything is written, and the run's
     // batches planned: consecutive samples of at most pack_tokens tokens in all (a longer
@@ -377,7 +378,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
             any_target |= s.target.has_value();
             const Prepared p = prepare(request, std::move(s), file);
             longest = std::max(longest, p.evaluated.ids.size());
-            const std::size_t n = p.selection ? p.evaluated_rows : 0;
+            const std::size_t n = p.evaluated_rows;
             if (batches.empty() || fill + n > pack_tokens) {
                 batches.push_back({p.sample.index, {}});
                 fill = 0;
@@ -387,7 +388,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
             counted.samples += 1;
             counted.rows += p.selection ? p.selection->positions.size() : 0;
             counted.tokens += p.evaluated.ids.size();
-            counted.evaluated += p.selection ? p.evaluated_rows : 0;
+            counted.evaluated += p.evaluated_rows;
             counted.skipped += p.selection ? 0 : 1;
         }
     }
@@ -457,7 +458,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
         while (pending || next_sample()) {
             Prepared p = pending ? std::move(*pending) : prepare(request, std::move(sample), file);
             pending.reset();
-            const std::size_t n = p.selection ? p.evaluated_rows : 0;
+            const std::size_t n = p.evaluated_rows;
             if (!batch.empty() && tokens + n > pack_tokens) {
                 pending = std::move(p);
                 break;

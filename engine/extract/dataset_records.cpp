@@ -37,7 +37,7 @@ void DatasetRecords::append(const SampleRows& s, RunPoint& point) {
         {"line", p.sample.line},
         {"text", p.sample.text},
         {"n_tokens", p.prompt_tokens},
-        {"evaluated_tokens", p.selection ? p.evaluated_rows : 0},
+        {"evaluated_tokens", p.evaluated_rows},
         {"first_row", first_row},
         {"row_count", n_rows},
         {"select", s.extractor ? json::value(s.extractor->selection().spec) : json::value(nullptr)},
@@ -52,7 +52,7 @@ void DatasetRecords::append(const SampleRows& s, RunPoint& point) {
     point.rows += n_rows;
     point.samples += 1;
     point.tokens += p.evaluated.ids.size();
-    point.evaluated += p.selection ? p.evaluated_rows : 0;
+    point.evaluated += p.evaluated_rows;
     point.skipped += p.skipped.empty() ? 0 : 1;
 }
 

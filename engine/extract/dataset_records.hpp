@@ -24,7 +24,8 @@ struct Prepared {
     EncodedPrompt evaluated;             // the prompt, or prompt + target
     std::size_t prompt_tokens = 0;       // the prompt's tokens: the first ones of `evaluated`
     // The rows evaluated, the first ones of `evaluated`: all of them, or, when nothing
-    // reads a later row (see Request in dataset_extraction.cpp), up to the last selected one.
+    // reads a later row (see Request in dataset_extraction.cpp), up to the last selected
+    // one; 0 when skipped.
     std::size_t evaluated_rows = 0;
     std::span<const std::int32_t> evaluated_ids() const { return {evaluated.ids.data(), evaluated_rows}; }
     std::optional<Selection> selection;  // none: skipped (it selects nothing and on_empty = skip)

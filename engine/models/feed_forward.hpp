@@ -38,7 +38,7 @@ std::size_t mlp_rows(const Evaluation& eval, std::uint32_t il, std::uint32_t n_l
     if constexpr (!std::is_same_v<Hooks, hooks::DisabledHooks>) {
         return T;
     } else {
-        if (il + 1 != n_layers || !eval.segments.empty() || logit_rows(eval) != 1) return T;
+        if (T == 1 || il + 1 != n_layers || !eval.segments.empty() || logit_rows(eval) != 1) return T;
         for (const kernels::WeightMatrix* m : {&w.gate, &w.up, &w.down})
             if (!kernels::same_bits_at_any_row_count(kernels::weight_format(m->type))) return T;
         return 1;

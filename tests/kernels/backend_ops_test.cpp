@@ -59,6 +59,7 @@ std::vector<Shape> shapes_for(const WeightFormat& f) {
         shapes.push_back({12, c, 13});  // rows of 4: F16/BF16/F32 take the tiled order (prompt tiles)
     }
     shapes.push_back({9, cols.back(), 5, 64, 3});
+    shapes.push_back({7, cols.back(), 37, 64, 3});  // Q8_0 with VNNI: two chunks of sixteen tokens in lanes, five in pairs
     return shapes;
 }
 

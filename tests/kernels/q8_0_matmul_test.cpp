@@ -1,8 +1,9 @@
 // Rung: below the ladder (kernel unit tests). The Q8_0 products of every kernel set this
 // CPU runs are bit-exact against a straightforward scalar implementation of
 // model-math §2.9 (which reproduces llama.cpp's x86 matmul bit for bit): single dots,
-// the matrix-vector path (1 token) and the tiled matrix-matrix path (2..17 tokens; up to 20 on rows of
-// up to 33792 columns), odd row counts, extreme values; and independent of the thread count. Tolerance: zero.
+// the matrix-vector path (1 token) and the tiled matrix-matrix paths (2..17 tokens; up to 20 on rows of
+// up to 33792 columns; chunks of sixteen tokens with remainders, several column segments and row
+// slabs), odd row counts, extreme values; and independent of the thread count. Tolerance: zero.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -119,21 +120,51 @@ TEST_CASE("Q8_0 matrix products: bit-exact with the reference for wide rows (tok
     }
 }
 
+// The AVX-512 VNNI kernel puts whole chunks of sixteen tokens in register lanes, sums each
+// row a segment of 32 blocks at a time, and works through the rows in slabs (8192 rows x
+// blocks; 128 rows at most); the remaining tokens go through packed pairs. These shapes
+// reach every boundary: several chunks with and without a remainder, one and several
+// segments (a partial last one), several slabs with an odd last row, the widest rows the
+// lanes take (341 blocks) and the first they leave to the pairs.
+TEST_CASE("Q8_0 matrix products: bit-exact with the reference across token chunks, segments and row slabs") {
+    std::mt19937 rng(7);
+    const auto sets = runnable_kernel_sets();
+    struct Shape { std::size_t rows, cols; };
+    for (const Shape shape : {Shape{131, 2048}, Shape{37, 8192}, Shape{5, 1056}, Shape{3, 10912}, Shape{3, 10944}}) {
+        const auto w = random_matrix(rng, shape.rows, shape.cols);
+        for (std::size_t n_tokens : {16, 31, 32, 35, 48}) {
+            const auto acts = random_q8_0_activations(rng, n_tokens * shape.cols / 32);
+            const auto want = reference_product(w, acts, n_tokens);
+            for (const auto& k : sets) {
+                CAPTURE(k.description);
+                CAPTURE(shape.rows);
+                CAPTURE(shape.cols);
+                CAPTURE(n_tokens);
+                require_bitwise_equal(kernel_product(k, w, acts, n_tokens), want);
+            }
+        }
+    }
+}
+
 TEST_CASE("Q8_0 matrix products: extreme blocks (zero and largest scales, +-127, -128) match the reference") {
     std::mt19937 rng(5);
-    const std::size_t rows = 9, cols = 128, n_tokens = 5;
-    auto w = random_matrix(rng, rows, cols);
-    auto acts = random_q8_0_activations(rng, n_tokens * cols / 32);
-    for (auto& q : w.blocks[0].qs) q = -128;
-    for (auto& q : w.blocks[1].qs) q = 127;
-    w.blocks[2].d = 0;                 // zero scale
-    w.blocks[3].d = 0x7BFF;            // 65504: products overflow to inf in some outputs
-    for (auto& q : acts[0].qs) q = -127;
-    for (auto& q : acts[1].qs) q = 127;
-    acts[2].d = 0;
-    for (const auto& k : runnable_kernel_sets()) {
-        CAPTURE(k.description);
-        require_bitwise_equal(kernel_product(k, w, acts, n_tokens), reference_product(w, acts, n_tokens));
+    const std::size_t rows = 9, cols = 128;
+    for (std::size_t n_tokens : {5, 21}) {  // packed pairs; a chunk of sixteen in lanes and five in pairs
+        auto w = random_matrix(rng, rows, cols);
+        auto acts = random_q8_0_activations(rng, n_tokens * cols / 32);
+        for (auto& q : w.blocks[0].qs) q = -128;
+        for (auto& q : w.blocks[1].qs) q = 127;
+        w.blocks[2].d = 0;                 // zero scale
+        w.blocks[3].d = 0x7BFF;            // 65504: products overflow to inf in some outputs
+        for (auto& q : acts[0].qs) q = -127;
+        for (auto& q : acts[1].qs) q = 127;
+        acts[2].d = 0;
+        for (auto& q : acts[n_tokens * cols / 32 - 1].qs) q = 127;  // the last token's last block
+        for (const auto& k : runnable_kernel_sets()) {
+            CAPTURE(k.description);
+            CAPTURE(n_tokens);
+            require_bitwise_equal(kernel_product(k, w, acts, n_tokens), reference_product(w, acts, n_tokens));
+        }
     }
 }
 
@@ -142,7 +173,7 @@ TEST_CASE("Q8_0 matmul from F32 activations: quantize + product equal the refere
     const std::size_t rows = 301, cols = 512;
     const auto w = random_matrix(rng, rows, cols);
     fast::ThreadPool one(1), two(2);
-    for (std::size_t n_tokens : {1, 2, 7, 16, 17}) {
+    for (std::size_t n_tokens : {1, 2, 7, 16, 17, 40}) {
         const auto x = random_floats(rng, n_tokens * cols, 2.0f);
         std::vector<fast::BlockQ8_0> acts(n_tokens * cols / 32);
         ref_quantize_q8_0(x.data(), acts.data(), x.size());

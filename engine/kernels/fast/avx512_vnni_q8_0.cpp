@@ -16,6 +16,7 @@
 #include "kernels/fast/intrinsics.hpp"
 
 #include "kernels/fast/avx512_common.hpp"
+#include "kernels/fast/avx512_vnni_q8_0_lanes.hpp"
 #include "kernels/fast/prefetch.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 
@@ -328,10 +329,22 @@ void matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_
     if (!packed_matmul_rows<W>(task, row_begin, row_end)) walk_rows<PerTileOperands<W>, 4, 6>(task, row_begin, row_end);
 }
 
+// Q8_0 prompts: whole chunks of sixteen tokens in token lanes (avx512_vnni_q8_0_lanes.hpp),
+// the rest in packed pairs. Both give every output the same bits.
+void q8_0_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
+    const std::size_t done = task.n_tokens > 1 ? token_lane_rows(task, row_begin, row_end) : 0;
+    if (done == task.n_tokens) return;
+    MatmulTask rest = task;
+    rest.acts += done * task.act_row_bytes;
+    rest.n_tokens -= done;
+    rest.out += done * task.out_stride;
+    matmul_rows<Q8_0Weights>(rest, row_begin, row_end);
+}
+
 }  // namespace
 
 void q8_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    matmul_rows<Q8_0Weights>(task, row_begin, row_end);
+    q8_0_rows(task, row_begin, row_end);
 }
 void q4_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
     matmul_rows<Q4_0Weights>(task, row_begin, row_end);

@@ -335,6 +335,7 @@ void q8_0_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_en
     const std::size_t done = task.n_tokens > 1 ? token_lane_rows(task, row_begin, row_end) : 0;
     if (done == task.n_tokens) return;
     MatmulTask rest = task;
+    rest.token_lanes = nullptr;
     rest.acts += done * task.act_row_bytes;
     rest.n_tokens -= done;
     rest.out += done * task.out_stride;
@@ -343,6 +344,9 @@ void q8_0_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_en
 
 }  // namespace
 
+void pack_token_lanes(const std::byte* acts, std::size_t row_bytes, std::size_t n, TokenLanes* out) {
+    pack_sixteen_tokens(acts, row_bytes, n, out);
+}
 void q8_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
     q8_0_rows(task, row_begin, row_end);
 }

@@ -29,35 +29,26 @@
 namespace ember::kernels::fast::avx512_vnni {
 namespace {
 
-constexpr std::size_t kLaneTokens = 16;
-
-// One block of a chunk of sixteen tokens.
-struct alignas(64) TokenLanes {
-    std::uint8_t q[8][64];  // q[i][4j .. 4j+3]: token j's values 4i .. 4i+3, each + 128
-    float d[16];            // token j's scale
-};
-
 constexpr std::size_t kLanePackBlocks = 192 * 1024 / sizeof(TokenLanes);  // on the stack: rows up to 10912 columns
 constexpr std::size_t kSlabRowBlocks = 8192;  // weight rows x blocks per slab: 256 KiB of starts, 32 KiB of scales
 constexpr std::size_t kSlabRows = 128;        // and at most this many rows: 64 KiB of running sums
 
-// Packs tokens [t0, t0 + 16) into pack[b], block by block: the sixteen tokens' 32 values
-// are an 16 x 8 matrix of dwords, transposed as two 8 x 8 ones (tokens 0-7 in the low
-// halves of the registers, 8-15 in the high halves).
-void pack_token_lanes(const MatmulTask& task, std::size_t t0, TokenLanes* pack) {
-    const std::size_t n_blocks = task.cols / kQ8_0BlockSize;
-    const std::byte* first = task.acts + t0 * task.act_row_bytes;
+// Packs sixteen tokens (from `first`, `row_bytes` apart) into pack[b], block by block:
+// the sixteen tokens' 32 values are a 16 x 8 matrix of dwords, transposed as two 8 x 8
+// ones (tokens 0-7 in the low halves of the registers, 8-15 in the high halves).
+void pack_sixteen_tokens(const std::byte* first, std::size_t row_bytes, std::size_t cols, TokenLanes* pack) {
+    const std::size_t n_blocks = cols / kQ8_0BlockSize;
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
     const __m512i low_quarters = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
     const __m512i high_quarters = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
     const __m512i token_offsets = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                                     _mm512_set1_epi32(static_cast<int>(task.act_row_bytes)));
+                                                     _mm512_set1_epi32(static_cast<int>(row_bytes)));
     for (std::size_t b = 0; b < n_blocks; ++b) {
         const std::byte* block = first + b * sizeof(BlockQ8_0);
         __m512i z[8];  // z[k]: token k's dwords 0-7, then token k + 8's
         for (int k = 0; k < 8; ++k) {
-            const auto* low = reinterpret_cast<const BlockQ8_0*>(block + k * task.act_row_bytes);
-            const auto* high = reinterpret_cast<const BlockQ8_0*>(block + (k + 8) * task.act_row_bytes);
+            const auto* low = reinterpret_cast<const BlockQ8_0*>(block + k * row_bytes);
+            const auto* high = reinterpret_cast<const BlockQ8_0*>(block + (k + 8) * row_bytes);
             z[k] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(low->qs))),
                                                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(high->qs)), 1),
                                     flip);
@@ -131,7 +122,16 @@ void lane_tile(const MatmulTask& task, const TokenLanes* pack, std::int32_t* sta
 #pragma GCC unroll 8
         for (int i = 0; i < 8; ++i) acc[r][i] = b0 == 0 ? _mm512_setzero_ps() : saved[r][i];
     }
+    // The first chunk reads each weight from memory: meanwhile the next tile's rows
+    // (the same blocks) are prefetched, a line per row and block.
+    const std::uintptr_t next_rows = reinterpret_cast<std::uintptr_t>(task.weights) + (r0 + R) * task.weight_row_bytes +
+                                     b0 * sizeof(BlockQ8_0);
     for (std::size_t b = b0; b < b1; ++b) {
+        if constexpr (kFormStarts) {
+            for (int r = 0; r < R; ++r) {
+                _mm_prefetch(reinterpret_cast<const char*>(next_rows + r * task.weight_row_bytes + (b - b0) * 64), _MM_HINT_T0);
+            }
+        }
         const TokenLanes& a = pack[b];
         __m512i values[8];
 #pragma GCC unroll 8
@@ -169,21 +169,24 @@ void lane_tile(const MatmulTask& task, const TokenLanes* pack, std::int32_t* sta
 }
 
 // Rows [row_begin, row_end) for the tokens of whole chunks of sixteen; returns how many
-// tokens that was (0 when rows are too long for the pack, or under sixteen tokens).
+// tokens that was (0 under sixteen tokens, or when the task brings no packed tokens and
+// its rows are too long for a pack on the stack).
 std::size_t token_lane_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
     const std::size_t n_blocks = task.cols / kQ8_0BlockSize;
     const std::size_t tokens = task.n_tokens / kLaneTokens * kLaneTokens;
-    if (tokens == 0 || n_blocks > kLanePackBlocks) return 0;
+    if (tokens == 0 || n_blocks > kSlabRowBlocks / 2 || (!task.token_lanes && n_blocks > kLanePackBlocks)) return 0;
     const std::size_t row_limit = kSlabRowBlocks / n_blocks < kSlabRows ? kSlabRowBlocks / n_blocks : kSlabRows;
-    const std::size_t slab_rows = row_limit / 2 * 2;  // at least 2: n_blocks <= kLanePackBlocks
-    TokenLanes pack[kLanePackBlocks];
+    const std::size_t slab_rows = row_limit / 2 * 2;  // at least 2
+    TokenLanes own_pack[kLanePackBlocks];
     std::int32_t starts[kSlabRowBlocks * 8];
     float scales[kSlabRowBlocks];
     __m512 saved[kSlabRows][8];
     for (std::size_t first = row_begin; first < row_end; first += slab_rows) {
         const std::size_t end = first + slab_rows < row_end ? first + slab_rows : row_end;
         for (std::size_t t0 = 0; t0 < tokens; t0 += kLaneTokens) {
-            pack_token_lanes(task, t0, pack);
+            const TokenLanes* pack = own_pack;
+            if (task.token_lanes) pack = task.token_lanes + t0 / kLaneTokens * n_blocks;
+            else pack_sixteen_tokens(task.acts + t0 * task.act_row_bytes, task.act_row_bytes, task.cols, own_pack);
             for (std::size_t b0 = 0; b0 < n_blocks; b0 += kSegmentBlocks) {
                 const std::size_t b1 = b0 + kSegmentBlocks < n_blocks ? b0 + kSegmentBlocks : n_blocks;
                 for (std::size_t r = first; r < end; r += 2) {

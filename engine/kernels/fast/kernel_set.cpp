@@ -93,6 +93,7 @@ KernelSet avx512_set(const CpuFeatures& f) {
     k.weighted_sum_f16 = avx512::weighted_sum_f16;
     if (f.avx512vnni) {
         set_matmul(k, GgmlType::Q8_0, avx512_vnni::q8_0_matmul_rows);
+        k.pack_token_lanes = avx512_vnni::pack_token_lanes;
         set_matmul(k, GgmlType::Q4_0, avx512_vnni::q4_0_matmul_rows);
         set_matmul(k, GgmlType::Q5_0, avx512_vnni::q5_0_matmul_rows);
         set_matmul(k, GgmlType::Q4_K, avx512_vnni::q4_k_matmul_rows);

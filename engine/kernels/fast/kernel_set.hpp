@@ -38,6 +38,9 @@ struct KernelSet {
     void (*quantize_row_q8_1)(const float* x, BlockQ8_1* y, std::size_t n) = nullptr;
     // Q8_K super-blocks by quantize_row_q8_K_ref (model-math §2.8); n a multiple of 256.
     void (*quantize_row_q8_K)(const float* x, BlockQ8_K* y, std::size_t n) = nullptr;
+    // Sixteen tokens of Q8_0 activations (from `acts`, `row_bytes` apart, n a multiple of
+    // 32) into n / 32 TokenLanes, for the products that read them: null where none does.
+    void (*pack_token_lanes)(const std::byte* acts, std::size_t row_bytes, std::size_t n, TokenLanes* out) = nullptr;
     void (*round_row_f16)(const float* x, std::uint16_t* y, std::size_t n) = nullptr;
     void (*round_row_bf16)(const float* x, std::uint16_t* y, std::size_t n) = nullptr;
 

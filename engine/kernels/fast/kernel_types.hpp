@@ -28,6 +28,16 @@ using kernels::BlockQ8_K;
 //            columns are a multiple of 16 (BF16: 32) and the rows of 4.
 enum class SumOrder : std::uint8_t { vec_dot, tiled };
 
+// Q8_0 activations of sixteen tokens for one block, with the token in the lane, as the
+// AVX-512 VNNI Q8_0 product reads them (KernelSet::pack_token_lanes):
+// q[i][4j .. 4j+3] = token j's values 4i .. 4i+3, each + 128 as an unsigned byte;
+// d[j] = token j's scale.
+inline constexpr std::size_t kLaneTokens = 16;
+struct alignas(64) TokenLanes {
+    std::uint8_t q[8][64];
+    float d[kLaneTokens];
+};
+
 // One matrix product out = W * A for a range of weight rows, all tokens:
 //   out[t * out_stride + r] = dot(W row r, activation row t)
 // Weights are in their stored type; activations are already converted to the type the
@@ -46,6 +56,10 @@ struct MatmulTask {
     float* out = nullptr;
     std::size_t out_stride = 0;          // floats between consecutive tokens of `out`
     SumOrder order = SumOrder::vec_dot;  // F32 / F16 / BF16 only
+    // Q8_0 only, optional: the activations' whole chunks of sixteen tokens packed once per
+    // product, chunk c's block b at token_lanes[c * (cols / 32) + b]. Without it a kernel
+    // that reads them packs its own.
+    const TokenLanes* token_lanes = nullptr;
 };
 
 // Computes task rows [row_begin, row_end) for every token. Each output is computed

@@ -72,9 +72,23 @@ std::size_t activation_row_bytes(GgmlType weight_type, std::size_t cols) {
     return AlignedBuffer::round_up(packed_row_bytes(fast_format(weight_type), cols));
 }
 
+namespace {
+
+// The Q8_0 product's whole chunks of sixteen tokens in lanes (TokenLanes), if the kernel
+// set reads them: bytes, and where they start in a workspace.
+std::size_t token_lanes_bytes(GgmlType weight_type, std::size_t cols, std::size_t n_tokens) {
+    if (weight_type != GgmlType::Q8_0) return 0;
+    return n_tokens / kLaneTokens * (cols / kQ8_0BlockSize) * sizeof(TokenLanes);
+}
+std::size_t token_lanes_offset(GgmlType weight_type, std::size_t cols, std::size_t n_tokens) {
+    return activation_row_bytes(weight_type, cols) * n_tokens;  // a multiple of 64: rows are rounded up
+}
+
+}  // namespace
+
 std::size_t activation_workspace_bytes(GgmlType weight_type, std::size_t cols, std::size_t n_tokens) {
     if (weight_type == GgmlType::F32) return 0;
-    return activation_row_bytes(weight_type, cols) * n_tokens;
+    return token_lanes_offset(weight_type, cols, n_tokens) + token_lanes_bytes(weight_type, cols, n_tokens);
 }
 
 std::size_t widest_activation_workspace_bytes(std::size_t cols, std::size_t n_tokens) {
@@ -107,6 +121,15 @@ ConvertedActivations convert_activations(const KernelSet& k, ThreadPool& pool, G
         for (std::size_t t = t0; t < t1; ++t) convert_row(k, format.activation, x + t * cols, base + t * stride, cols);
     });
     out.data = base;
+    const std::size_t chunks = n_tokens / kLaneTokens;
+    if (k.pack_token_lanes && token_lanes_bytes(weight_type, cols, n_tokens) > 0) {
+        auto* lanes = reinterpret_cast<TokenLanes*>(base + token_lanes_offset(weight_type, cols, n_tokens));
+        const std::size_t n_blocks = cols / kQ8_0BlockSize;
+        pool.for_chunks(chunks, 1, [&](std::size_t c0, std::size_t c1) {
+            for (std::size_t c = c0; c < c1; ++c) k.pack_token_lanes(base + c * kLaneTokens * stride, stride, cols, lanes + c * n_blocks);
+        });
+        out.token_lanes = lanes;
+    }
     return out;
 }
 
@@ -125,7 +148,7 @@ void matmul(const KernelSet& k, ThreadPool& pool, const WeightMatrix& w, const C
                                 weight_row_bytes(format, w.cols), w.row_bytes));
     }
     const MatmulTask task{w.data, w.row_bytes, w.cols, x.data, x.row_bytes, x.n_tokens, y, y_stride ? y_stride : w.rows,
-                          sum_order(w.type, x.n_tokens, w.rows, w.cols)};
+                          sum_order(w.type, x.n_tokens, w.rows, w.cols), x.token_lanes};
     const std::size_t groups = (w.rows + kRowGroup - 1) / kRowGroup;
     // About eight chunks per thread: small enough to balance, large enough to stream.
     const std::size_t grain = std::max<std::size_t>(1, groups / (8 * static_cast<std::size_t>(pool.threads())));

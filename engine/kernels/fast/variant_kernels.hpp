@@ -82,6 +82,7 @@ void weighted_sum_f16(const WeightedSumTask& task);
 }  // namespace avx512
 
 namespace avx512_vnni {  // avx512 flags + -mavx512vnni
+void pack_token_lanes(const std::byte* acts, std::size_t row_bytes, std::size_t n, TokenLanes* out);
 void q8_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void q4_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void q5_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);

@@ -85,8 +85,12 @@ __m128i quantize16(__m512 v, __m512 id) { return _mm512_cvtsepi32_epi8(_mm512_cv
 // of Prompt::kTokens tokens to F32 once (F16: converted; BF16: per 32 elements the 16
 // odd ones, then the 16 even ones, as F32 bit patterns), and Prompt::kRows-row x
 // kTokens-token tiles read them as FMA memory operands; each output's FMAs and fold are
-// TiledTile's, so are its bits.
+// TiledTile's, so are its bits. The rows are taken in slabs of about 1 MiB of weights,
+// which stay in L2 while every chunk of tokens is widened and multiplied with them
+// (ember_kernel_bench: 5-15% faster for F16, 20-30% for BF16, than every chunk with all
+// rows of the call).
 constexpr std::size_t kPromptPackFloats = 48 * 1024;  // 192 KiB on the stack (oneTBB workers have 4 MiB)
+constexpr std::size_t kPromptSlabBytes = 1024 * 1024;
 
 const std::uint16_t* weight_row(const MatmulTask& task, std::size_t r) {
     return reinterpret_cast<const std::uint16_t*>(task.weights + r * task.weight_row_bytes);
@@ -194,12 +198,16 @@ bool prompt_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size
         return false;
     }
     alignas(64) float acts[kPromptPackFloats];
-    for (std::size_t t0 = 0; t0 < task.n_tokens; t0 += Prompt::kTokens) {
-        const std::size_t tokens = std::min(Prompt::kTokens, task.n_tokens - t0);
-        for (std::size_t t = 0; t < tokens; ++t) {
-            Prompt::widen(reinterpret_cast<const std::uint16_t*>(task.acts + (t0 + t) * task.act_row_bytes), acts + t * n, n);
+    const std::size_t slab_rows = std::max<std::size_t>(Prompt::kRows, kPromptSlabBytes / (2 * n) / Prompt::kRows * Prompt::kRows);
+    for (std::size_t first = row_begin; first < row_end; first += slab_rows) {
+        const std::size_t end = std::min(row_end, first + slab_rows);
+        for (std::size_t t0 = 0; t0 < task.n_tokens; t0 += Prompt::kTokens) {
+            const std::size_t tokens = std::min(Prompt::kTokens, task.n_tokens - t0);
+            for (std::size_t t = 0; t < tokens; ++t) {
+                Prompt::widen(reinterpret_cast<const std::uint16_t*>(task.acts + (t0 + t) * task.act_row_bytes), acts + t * n, n);
+            }
+            prompt_rows_up_to<Prompt, static_cast<int>(Prompt::kTokens)>(tokens, task, acts, first, end, t0);
         }
-        prompt_rows_up_to<Prompt, static_cast<int>(Prompt::kTokens)>(tokens, task, acts, row_begin, row_end, t0);
     }
     return true;
 }

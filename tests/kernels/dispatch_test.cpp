@@ -60,6 +60,10 @@ TEST_CASE("dispatch: EMBER_CPU picks a variant, refuses one the CPU lacks and un
                          ember::Error);
     CHECK_THROWS_WITH_AS(fast::choose_variant(full_avx512(), "sse"),
                          "EMBER_CPU=sse: unknown CPU variant (expected scalar, avx2 or avx512)", ember::Error);
+    CHECK_THROWS_WITH_AS(fast::choose_variant(full_avx512(), "amx"),
+                         "EMBER_CPU=amx: this build has no AMX kernels (none was built without a machine that has AMX to "
+                         "test them on); expected scalar, avx2 or avx512",
+                         ember::Error);
     CHECK_THROWS_AS(fast::make_kernel_set(fast::CpuVariant::avx2, fast::CpuFeatures{}), ember::Error);
 }
 

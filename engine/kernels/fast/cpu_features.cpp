@@ -1,5 +1,7 @@
 #include "kernels/fast/cpu_features.hpp"
 
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "common/error.hpp"
@@ -111,6 +113,10 @@ CpuVariant best_variant(const CpuFeatures& features) {
 CpuVariant choose_variant(const CpuFeatures& features, const char* ember_cpu) {
     if (ember_cpu == nullptr || *ember_cpu == '\0') return best_variant(features);
     const auto variant = parse_variant(ember_cpu);
+    if (!variant && std::string_view(ember_cpu) == "amx") {
+        throw Error("EMBER_CPU=amx: this build has no AMX kernels (none was built without a machine that has AMX to "
+                    "test them on); expected scalar, avx2 or avx512");
+    }
     if (!variant) {
         throw Error(fmt::format("EMBER_CPU={}: unknown CPU variant (expected scalar, avx2 or avx512)", ember_cpu));
     }

@@ -10,9 +10,10 @@
 // the same order.
 //
 // vpdpbusd multiplies unsigned by signed bytes: the activations enter as a + 128 (packed
-// once per chunk of tokens), the weights as they are in the file (signed), and the excess
-// 128 * (sum of the four weights) is removed by starting each sum at -128 * that sum,
-// computed once per weight row and block. s_i is the exact int32 of a plain loop.
+// into TokenLanes once per product by convert_activations, or here when a caller brings
+// none), the weights as they are in the file (signed), and the excess 128 * (sum of the
+// four weights) is removed by starting each sum at -128 * that sum, computed once per
+// weight row and block in each slab of rows. s_i is the exact int32 of a plain loop.
 //
 // Per output and block this costs a vpdpbusd, a convert and an FMA, plus one multiply per
 // row and block for sixteen tokens: three instructions where the two-token layout of
@@ -102,9 +103,9 @@ inline std::int32_t four_weights(const std::int8_t* q) {
 constexpr std::size_t kSegmentBlocks = 32;
 
 // R weight rows (from r0) x the sixteen tokens of `pack`, blocks [b0, b1), continuing the
-// lane sums in `saved` (b0 > 0; saved[r][i] is lane i of row r0 + r's sixteen outputs) and writing the outputs when b1 is the row's end. starts and
-// scales point at row r0's entries of the slab; the first chunk of tokens forms them
-// (kFormStarts), so the weights are fetched from memory while the tile computes.
+// lane sums in `saved` (b0 > 0; saved[r][i] is lane i of row r0 + r's sixteen outputs)
+// and writing the outputs when b1 is the row's end. starts and scales point at row r0's
+// entries of the slab; the first chunk of tokens forms them (kFormStarts).
 template <int R, bool kFormStarts>
 void lane_tile(const MatmulTask& task, const TokenLanes* pack, std::int32_t* starts, float* scales, std::size_t r0,
                std::size_t t0, std::size_t b0, std::size_t b1, __m512 (*saved)[8]) {

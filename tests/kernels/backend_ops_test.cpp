@@ -59,7 +59,8 @@ std::vector<Shape> shapes_for(const WeightFormat& f) {
         shapes.push_back({12, c, 13});  // rows of 4: F16/BF16/F32 take the tiled order (prompt tiles)
     }
     shapes.push_back({9, cols.back(), 5, 64, 3});
-    shapes.push_back({7, cols.back(), 37, 64, 3});  // Q8_0 with VNNI: two chunks of sixteen tokens in lanes, five in pairs
+    shapes.push_back({7, cols.back(), 37, 64, 3});  // Q8_0/Q4_0/Q5_0 with VNNI: two chunks of sixteen tokens in lanes, five in pairs
+    shapes.push_back({67, 2048, 35});  // and two column segments, two row slabs (Q4_0/Q5_0: 64 rows), an odd last row
     return shapes;
 }
 

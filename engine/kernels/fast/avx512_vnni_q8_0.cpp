@@ -38,6 +38,7 @@ __m512 half_pair(std::uint16_t low, std::uint16_t high) {
 // order, either in both 256-bit halves (`biased`) or one block per half (`biased_pair`).
 struct Q8_0Weights {
     using Block = BlockQ8_0;
+    static constexpr bool kValuesInFile = true;  // the 32 values are signed bytes in the file
     static __m512i biased(const Block& b) {
         const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)));
         return _mm512_xor_si512(q, _mm512_set1_epi8(static_cast<char>(0x80)));
@@ -64,6 +65,7 @@ __m512i lanes_aabb(const std::uint8_t* a, const std::uint8_t* b) {
 // Q4_0: w = q - 8, so w + 128 = q + 120.
 struct Q4_0Weights {
     using Block = BlockQ4_0;
+    static constexpr bool kValuesInFile = false;
     static __m512i biased(const Block& b) {
         return _mm512_add_epi8(nibbles(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)))),
                                _mm512_set1_epi8(120));
@@ -76,6 +78,7 @@ struct Q4_0Weights {
 // Q5_0: the fifth bit of element j is bit j of qh; w = q - 16, so w + 128 = q + 112.
 struct Q5_0Weights {
     using Block = BlockQ5_0;
+    static constexpr bool kValuesInFile = false;
     static std::uint64_t fifth_bits(const Block& b) {
         std::uint32_t qh;
         std::memcpy(&qh, b.qh, sizeof qh);
@@ -331,17 +334,18 @@ void matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_
     if (!packed_matmul_rows<W>(task, row_begin, row_end)) walk_rows<PerTileOperands<W>, 4, 6>(task, row_begin, row_end);
 }
 
-// Q8_0 prompts: whole chunks of sixteen tokens in token lanes (avx512_vnni_q8_0_lanes.hpp),
-// the rest in packed pairs. Both give every output the same bits.
-void q8_0_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    const std::size_t done = task.n_tokens > 1 ? token_lane_rows(task, row_begin, row_end) : 0;
+// Prompts: whole chunks of sixteen tokens in token lanes (avx512_vnni_q8_0_lanes.hpp), the
+// rest in packed pairs. Both give every output the same bits.
+template <typename W>
+void rows_in_lanes_then_pairs(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
+    const std::size_t done = task.n_tokens > 1 ? token_lane_rows<W>(task, row_begin, row_end) : 0;
     if (done == task.n_tokens) return;
     MatmulTask rest = task;
     rest.token_lanes = nullptr;
     rest.acts += done * task.act_row_bytes;
     rest.n_tokens -= done;
     rest.out += done * task.out_stride;
-    matmul_rows<Q8_0Weights>(rest, row_begin, row_end);
+    matmul_rows<W>(rest, row_begin, row_end);
 }
 
 }  // namespace
@@ -350,13 +354,13 @@ void pack_token_lanes(const std::byte* acts, std::size_t row_bytes, std::size_t 
     pack_sixteen_tokens(acts, row_bytes, n, out);
 }
 void q8_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    q8_0_rows(task, row_begin, row_end);
+    rows_in_lanes_then_pairs<Q8_0Weights>(task, row_begin, row_end);
 }
 void q4_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    matmul_rows<Q4_0Weights>(task, row_begin, row_end);
+    rows_in_lanes_then_pairs<Q4_0Weights>(task, row_begin, row_end);
 }
 void q5_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    matmul_rows<Q5_0Weights>(task, row_begin, row_end);
+    rows_in_lanes_then_pairs<Q5_0Weights>(task, row_begin, row_end);
 }
 
 }  // namespace ember::kernels::fast::avx512_vnni

@@ -31,8 +31,14 @@ namespace ember::kernels::fast::avx512_vnni {
 namespace {
 
 constexpr std::size_t kLanePackBlocks = 192 * 1024 / sizeof(TokenLanes);  // on the stack: rows up to 10912 columns
-constexpr std::size_t kSlabRowBlocks = 8192;  // weight rows x blocks per slab: 256 KiB of starts, 32 KiB of scales
-constexpr std::size_t kSlabRows = 128;        // and at most this many rows: 64 KiB of running sums
+constexpr std::size_t kSlabRows = 128;  // rows per slab at most: 64 KiB of running sums
+
+// Weight rows x blocks per slab: 256 KiB of starting values and 32 KiB of scales; formats
+// whose values are unpacked (Q4_0, Q5_0) take half as many, with 128 KiB of values.
+template <typename W>
+constexpr std::size_t slab_row_blocks() {
+    return W::kValuesInFile ? 8192 : 4096;
+}
 
 // Packs sixteen tokens (from `first`, `row_bytes` apart) into pack[b], block by block:
 // the sixteen tokens' 32 values are a 16 x 8 matrix of dwords, transposed as two 8 x 8
@@ -83,11 +89,21 @@ void pack_sixteen_tokens(const std::byte* first, std::size_t row_bytes, std::siz
     }
 }
 
-// Per weight row and block: the eight starting values -128 * (w[4i] + .. + w[4i+3]) and
-// the scale as F32, formed by a row's first tile in a slab and read by every later one.
-void form_starts(const BlockQ8_0& w, std::int32_t* starts, float* scale) {
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs));
-    const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(static_cast<char>(0x80)), q);
+// Per weight row and block, formed by a row's first tile in a slab and read by every
+// later one: the eight starting values -128 * (w[4i] + .. + w[4i+3]), the scale as F32,
+// and for formats that pack their values (W::kValuesInFile false) the 32 values as
+// signed bytes (W::biased gives them + 128).
+template <typename W>
+void form_row_block(const typename W::Block& w, std::int32_t* starts, float* scale, std::int8_t* values) {
+    const __m256i excess = _mm256_set1_epi8(static_cast<char>(0x80));
+    __m256i q;
+    if constexpr (W::kValuesInFile) {
+        q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs));
+    } else {
+        q = _mm256_xor_si256(_mm512_castsi512_si256(W::biased(w)), excess);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(values), q);
+    }
+    const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), excess, q);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(starts), _mm256_sub_epi32(_mm256_setzero_si256(), sums));
     *scale = _cvtsh_ss(w.d);
 }
@@ -102,19 +118,33 @@ inline std::int32_t four_weights(const std::int8_t* q) {
 // (18 KiB) stays in L1 while every row pair of the slab reads it.
 constexpr std::size_t kSegmentBlocks = 32;
 
+// A slab's per row and block entries (form_row_block), from row `first`'s.
+struct SlabEntries {
+    std::int32_t* starts;  // [row][block][8]
+    float* scales;         // [row][block]
+    std::int8_t* values;   // [row][block][32], formats that pack their values only
+    SlabEntries from_row(std::size_t k, std::size_t n_blocks) const {
+        return {starts + k * n_blocks * 8, scales + k * n_blocks, values ? values + k * n_blocks * 32 : nullptr};
+    }
+};
+
 // R weight rows (from r0) x the sixteen tokens of `pack`, blocks [b0, b1), continuing the
 // lane sums in `saved` (b0 > 0; saved[r][i] is lane i of row r0 + r's sixteen outputs)
-// and writing the outputs when b1 is the row's end. starts and scales point at row r0's
-// entries of the slab; the first chunk of tokens forms them (kFormStarts).
-template <int R, bool kFormStarts>
-void lane_tile(const MatmulTask& task, const TokenLanes* pack, std::int32_t* starts, float* scales, std::size_t r0,
-               std::size_t t0, std::size_t b0, std::size_t b1, __m512 (*saved)[8]) {
+// and writing the outputs when b1 is the row's end. `slab` points at row r0's entries;
+// the first chunk of tokens forms them (kFormEntries).
+template <typename W, int R, bool kFormEntries>
+void lane_tile(const MatmulTask& task, const TokenLanes* pack, const SlabEntries& slab, std::size_t r0, std::size_t t0,
+               std::size_t b0, std::size_t b1, __m512 (*saved)[8]) {
     const std::size_t n_blocks = task.cols / kQ8_0BlockSize;
-    const BlockQ8_0* w[R];
-    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const BlockQ8_0*>(task.weights + (r0 + r) * task.weight_row_bytes);
-    if constexpr (kFormStarts) {
+    using Block = typename W::Block;
+    const Block* w[R];
+    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(task.weights + (r0 + r) * task.weight_row_bytes);
+    if constexpr (kFormEntries) {
         for (int r = 0; r < R; ++r) {
-            for (std::size_t b = b0; b < b1; ++b) form_starts(w[r][b], starts + (r * n_blocks + b) * 8, scales + r * n_blocks + b);
+            for (std::size_t b = b0; b < b1; ++b) {
+                const std::size_t e = r * n_blocks + b;
+                form_row_block<W>(w[r][b], slab.starts + e * 8, slab.scales + e, W::kValuesInFile ? nullptr : slab.values + e * 32);
+            }
         }
     }
     __m512 acc[R][8];
@@ -126,9 +156,9 @@ void lane_tile(const MatmulTask& task, const TokenLanes* pack, std::int32_t* sta
     // The first chunk reads each weight from memory: meanwhile the next tile's rows
     // (the same blocks) are prefetched, a line per row and block.
     const std::uintptr_t next_rows = reinterpret_cast<std::uintptr_t>(task.weights) + (r0 + R) * task.weight_row_bytes +
-                                     b0 * sizeof(BlockQ8_0);
+                                     b0 * sizeof(Block);
     for (std::size_t b = b0; b < b1; ++b) {
-        if constexpr (kFormStarts) {
+        if constexpr (kFormEntries) {
             for (int r = 0; r < R; ++r) {
                 _mm_prefetch(reinterpret_cast<const char*>(next_rows + r * task.weight_row_bytes + (b - b0) * 64), _MM_HINT_T0);
             }
@@ -140,9 +170,12 @@ void lane_tile(const MatmulTask& task, const TokenLanes* pack, std::int32_t* sta
         const __m512 token_scales = _mm512_load_ps(a.d);
 #pragma GCC unroll 2
         for (int r = 0; r < R; ++r) {
-            const __m512 d = _mm512_mul_ps(token_scales, _mm512_set1_ps(scales[r * n_blocks + b]));
-            const std::int32_t* start = starts + (r * n_blocks + b) * 8;
-            const std::int8_t* q = w[r][b].qs;
+            const std::size_t e = r * n_blocks + b;
+            const __m512 d = _mm512_mul_ps(token_scales, _mm512_set1_ps(slab.scales[e]));
+            const std::int32_t* start = slab.starts + e * 8;
+            const std::int8_t* q = nullptr;
+            if constexpr (W::kValuesInFile) q = w[r][b].qs;
+            else q = slab.values + e * 32;
 #pragma GCC unroll 8
             for (int i = 0; i < 8; ++i) {
                 const __m512i s = _mm512_dpbusd_epi32(_mm512_set1_epi32(start[i]), values[i], _mm512_set1_epi32(four_weights(q + 4 * i)));
@@ -172,15 +205,19 @@ void lane_tile(const MatmulTask& task, const TokenLanes* pack, std::int32_t* sta
 // Rows [row_begin, row_end) for the tokens of whole chunks of sixteen; returns how many
 // tokens that was (0 under sixteen tokens, or when the task brings no packed tokens and
 // its rows are too long for a pack on the stack).
+template <typename W>
 std::size_t token_lane_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
+    constexpr std::size_t kRowBlocks = slab_row_blocks<W>();
     const std::size_t n_blocks = task.cols / kQ8_0BlockSize;
     const std::size_t tokens = task.n_tokens / kLaneTokens * kLaneTokens;
-    if (tokens == 0 || n_blocks > kSlabRowBlocks / 2 || (!task.token_lanes && n_blocks > kLanePackBlocks)) return 0;
-    const std::size_t row_limit = kSlabRowBlocks / n_blocks < kSlabRows ? kSlabRowBlocks / n_blocks : kSlabRows;
+    if (tokens == 0 || n_blocks > kRowBlocks / 2 || (!task.token_lanes && n_blocks > kLanePackBlocks)) return 0;
+    const std::size_t row_limit = kRowBlocks / n_blocks < kSlabRows ? kRowBlocks / n_blocks : kSlabRows;
     const std::size_t slab_rows = row_limit / 2 * 2;  // at least 2
     TokenLanes own_pack[kLanePackBlocks];
-    std::int32_t starts[kSlabRowBlocks * 8];
-    float scales[kSlabRowBlocks];
+    std::int32_t starts[kRowBlocks * 8];
+    float scales[kRowBlocks];
+    alignas(64) std::int8_t values[W::kValuesInFile ? 1 : kRowBlocks * 32];
+    const SlabEntries entries{starts, scales, W::kValuesInFile ? nullptr : values};
     __m512 saved[kSlabRows][8];
     for (std::size_t first = row_begin; first < row_end; first += slab_rows) {
         const std::size_t end = first + slab_rows < row_end ? first + slab_rows : row_end;
@@ -192,15 +229,14 @@ std::size_t token_lane_rows(const MatmulTask& task, std::size_t row_begin, std::
                 const std::size_t b1 = b0 + kSegmentBlocks < n_blocks ? b0 + kSegmentBlocks : n_blocks;
                 for (std::size_t r = first; r < end; r += 2) {
                     const std::size_t k = r - first;
-                    std::int32_t* row_starts = starts + k * n_blocks * 8;
-                    float* row_scales = scales + k * n_blocks;
+                    const SlabEntries row = entries.from_row(k, n_blocks);
                     if (r + 2 > end) {
-                        if (t0 == 0) lane_tile<1, true>(task, pack, row_starts, row_scales, r, t0, b0, b1, saved + k);
-                        else lane_tile<1, false>(task, pack, row_starts, row_scales, r, t0, b0, b1, saved + k);
+                        if (t0 == 0) lane_tile<W, 1, true>(task, pack, row, r, t0, b0, b1, saved + k);
+                        else lane_tile<W, 1, false>(task, pack, row, r, t0, b0, b1, saved + k);
                     } else if (t0 == 0) {
-                        lane_tile<2, true>(task, pack, row_starts, row_scales, r, t0, b0, b1, saved + k);
+                        lane_tile<W, 2, true>(task, pack, row, r, t0, b0, b1, saved + k);
                     } else {
-                        lane_tile<2, false>(task, pack, row_starts, row_scales, r, t0, b0, b1, saved + k);
+                        lane_tile<W, 2, false>(task, pack, row, r, t0, b0, b1, saved + k);
                     }
                 }
             }

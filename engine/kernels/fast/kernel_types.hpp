@@ -56,7 +56,7 @@ struct MatmulTask {
     float* out = nullptr;
     std::size_t out_stride = 0;          // floats between consecutive tokens of `out`
     SumOrder order = SumOrder::vec_dot;  // F32 / F16 / BF16 only
-    // Q8_0 only, optional: the activations' whole chunks of sixteen tokens packed once per
+    // Q8_0 activations only, optional: their whole chunks of sixteen tokens packed once per
     // product, chunk c's block b at token_lanes[c * (cols / 32) + b]. Without it a kernel
     // that reads them packs its own.
     const TokenLanes* token_lanes = nullptr;

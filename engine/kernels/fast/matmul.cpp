@@ -74,10 +74,10 @@ std::size_t activation_row_bytes(GgmlType weight_type, std::size_t cols) {
 
 namespace {
 
-// The Q8_0 product's whole chunks of sixteen tokens in lanes (TokenLanes), if the kernel
-// set reads them: bytes, and where they start in a workspace.
+// Q8_0 activations' whole chunks of sixteen tokens in lanes (TokenLanes), for the products
+// that read them: bytes, and where they start in a workspace.
 std::size_t token_lanes_bytes(GgmlType weight_type, std::size_t cols, std::size_t n_tokens) {
-    if (weight_type != GgmlType::Q8_0) return 0;
+    if (fast_format(weight_type).activation != ActivationType::q8_0) return 0;
     return n_tokens / kLaneTokens * (cols / kQ8_0BlockSize) * sizeof(TokenLanes);
 }
 std::size_t token_lanes_offset(GgmlType weight_type, std::size_t cols, std::size_t n_tokens) {

@@ -36,8 +36,8 @@ SumOrder sum_order(gguf::GgmlType weight_type, std::size_t n_tokens, std::size_t
 bool has_matmul(gguf::GgmlType weight_type);
 
 // Bytes of one token's converted activations (rounded up to 64), and of the workspace
-// that convert_activations needs for n_tokens of them (0 for F32 weights; for Q8_0
-// weights, with room for their tokens packed in lanes).
+// that convert_activations needs for n_tokens of them (0 for F32 weights; for weights
+// whose product takes Q8_0 activations, with room for their tokens packed in lanes).
 std::size_t activation_row_bytes(gguf::GgmlType weight_type, std::size_t cols);
 std::size_t activation_workspace_bytes(gguf::GgmlType weight_type, std::size_t cols, std::size_t n_tokens);
 // The largest of those over every format of the table, for products of up to `cols`.
@@ -50,7 +50,7 @@ struct ConvertedActivations {
     std::size_t row_bytes = 0;
     std::size_t n_tokens = 0;
     std::size_t cols = 0;
-    // Q8_0 weights, when the kernel set packs them (KernelSet::pack_token_lanes): whole
+    // Q8_0 activations, when the kernel set packs them (KernelSet::pack_token_lanes): whole
     // chunks of sixteen tokens with the token in the lane, after the rows.
     const TokenLanes* token_lanes = nullptr;
 };

@@ -1,6 +1,6 @@
 // Internal to avx512_vnni_q8_0.cpp (compiled with its AVX-512 VNNI flags, internal linkage
-// only, see variant_kernels.hpp): the Q8_0 x Q8_0 prompt product with sixteen tokens in
-// the lanes of each register.
+// only, see variant_kernels.hpp): the prompt products of the weights that take Q8_0
+// activations (Q8_0, Q4_0, Q5_0) with sixteen tokens in the lanes of each register.
 //
 // The float work per output is llama.cpp's (model-math §2.9): per block, eight int32 lane
 // sums s_i (elements 4i..4i+3), acc_i = fma(d_w * d_a, (float)s_i, acc_i), then the fold
@@ -11,9 +11,10 @@
 //
 // vpdpbusd multiplies unsigned by signed bytes: the activations enter as a + 128 (packed
 // into TokenLanes once per product by convert_activations, or here when a caller brings
-// none), the weights as they are in the file (signed), and the excess 128 * (sum of the
-// four weights) is removed by starting each sum at -128 * that sum, computed once per
-// weight row and block in each slab of rows. s_i is the exact int32 of a plain loop.
+// none), the weights as signed bytes (Q8_0's as in the file, the others unpacked once per
+// slab), and the excess 128 * (sum of the four weights) is removed by starting each sum
+// at -128 * that sum, computed once per weight row and block in each slab of rows. s_i
+// is the exact int32 of a plain loop.
 //
 // Per output and block this costs a vpdpbusd, a convert and an FMA, plus one multiply per
 // row and block for sixteen tokens: three instructions where the two-token layout of

@@ -304,18 +304,21 @@ TEST_CASE("[dataset] in a run config is the same request as the options") {
     const fs::path data = dir.path() / "d.jsonl";
     write_all(data, jsonl_line("كتب الطالب الدرس") + jsonl_line("ثم كتب رسالة", {{"target", " طويلة"}}));
     const std::string model = model_file("synth-qwen3-q8_0").string();
-    const CommandResult a = ember(fmt::format("extract --model {} --dataset {} --out {} --threads 1 --layers 0,1 "
-                                              "--select substring:كتب --batch-tokens 7",
-                                              shell_quote(model), shell_quote(data.string()),
-                                              shell_quote((dir.path() / "options").string())));
-    REQUIRE_MESSAGE(a.exit_code == 0, a.output);
-    write_all(dir.path() / "run.toml", fmt::format("[model]\npath = \"{}\"\nthreads = 1\n[dataset]\npath = \"d.jsonl\"\n"
-                                                   "select = \"substring:كتب\"\nbatch_tokens = 7\n[output]\ndir = \"config\"\n"
-                                                   "layers = [0, 1]\n",
-                                                   model));
-    const CommandResult b = ember(fmt::format("extract {}", shell_quote((dir.path() / "run.toml").string())));
-    REQUIRE_MESSAGE(b.exit_code == 0, b.output);
-    CHECK(run_files(dir.path() / "options") == run_files(dir.path() / "config"));
+    // `options` on the command line and `dataset_keys` in [dataset] write the same files.
+    const auto same_run = [&](const std::string& name, const std::string& options, const std::string& dataset_keys) {
+        const CommandResult a = ember(fmt::format("extract --model {} --dataset {} --out {} --threads 1 --layers 0,1 {}",
+                                                  shell_quote(model), shell_quote(data.string()),
+                                                  shell_quote((dir.path() / (name + "-options")).string()), options));
+        REQUIRE_MESSAGE(a.exit_code == 0, a.output);
+        const fs::path config = dir.path() / (name + ".toml");
+        write_all(config, fmt::format("[model]\npath = \"{}\"\nthreads = 1\n[dataset]\npath = \"d.jsonl\"\n{}[output]\n"
+                                      "dir = \"{}-config\"\nlayers = [0, 1]\n",
+                                      model, dataset_keys, name));
+        const CommandResult b = ember(fmt::format("extract {}", shell_quote(config.string())));
+        REQUIRE_MESSAGE(b.exit_code == 0, b.output);
+        CHECK(run_files(dir.path() / (name + "-options")) == run_files(dir.path() / (name + "-config")));
+    };
+    same_run("run", "--select substring:كتب --batch-tokens 7", "select = \"substring:كتب\"\nbatch_tokens = 7\n");
 
     write_all(dir.path() / "bad.toml", fmt::format("[model]\npath = \"{}\"\n[dataset]\npath = \"d.jsonl\"\nselect = \"bytes:9-2\"\n", model));
     const CommandResult bad = ember(fmt::format("extract {}", shell_quote((dir.path() / "bad.toml").string())));
@@ -325,18 +328,7 @@ TEST_CASE("[dataset] in a run config is the same request as the options") {
                   bad.output);
 
     // dataset.evaluate = "whole" is --evaluate whole; a typo is refused by file, line and key.
-    const CommandResult w = ember(fmt::format("extract --model {} --dataset {} --out {} --threads 1 --layers 0,1 "
-                                              "--select substring:كتب --evaluate whole",
-                                              shell_quote(model), shell_quote(data.string()),
-                                              shell_quote((dir.path() / "whole-options").string())));
-    REQUIRE_MESSAGE(w.exit_code == 0, w.output);
-    write_all(dir.path() / "whole.toml", fmt::format("[model]\npath = \"{}\"\nthreads = 1\n[dataset]\npath = \"d.jsonl\"\n"
-                                                     "select = \"substring:كتب\"\nevaluate = \"whole\"\n[output]\n"
-                                                     "dir = \"whole-config\"\nlayers = [0, 1]\n",
-                                                     model));
-    const CommandResult wc = ember(fmt::format("extract {}", shell_quote((dir.path() / "whole.toml").string())));
-    REQUIRE_MESSAGE(wc.exit_code == 0, wc.output);
-    CHECK(run_files(dir.path() / "whole-options") == run_files(dir.path() / "whole-config"));
+    same_run("whole", "--select substring:كتب --evaluate whole", "select = \"substring:كتب\"\nevaluate = \"whole\"\n");
     write_all(dir.path() / "typo.toml", fmt::format("[model]\npath = \"{}\"\n[dataset]\npath = \"d.jsonl\"\nevaluate = \"al\"\n", model));
     const CommandResult typo = ember(fmt::format("extract {}", shell_quote((dir.path() / "typo.toml").string())));
     CHECK(typo.exit_code != 0);

@@ -6,10 +6,10 @@
 // which have the same shape): for each output, eight float lanes; per block, lane i gets s_i = the
 // int32 sum of the products of elements 4i..4i+3 (exact) and
 // acc_i = fma(d_w * d_a, (float)s_i, acc_i); then the eight-lane fold. Here a 512-bit
-// register holds the eight lanes of two tokens for one weight row (prompts: Q4_0, Q5_0,
-// and the last tokens of a Q8_0 prompt that do not fill a chunk of sixteen) or of two
-// weight rows for one token (decode). Q8_0 prompts put sixteen tokens in the lanes of a
-// register instead (avx512_vnni_q8_0_lanes.hpp), with the same bits.
+// register holds the eight lanes of two tokens for one weight row (the last tokens of a
+// prompt that do not fill a chunk of sixteen) or of two weight rows for one token
+// (decode). Whole chunks of sixteen prompt tokens go in the lanes of a register instead
+// (avx512_vnni_q8_0_lanes.hpp), with the same bits.
 //
 // vpdpbusd multiplies unsigned by signed bytes, so the weights enter as w + 128 (Q8_0:
 // w xor 0x80; Q4_0: q - 8 + 128; Q5_0: q - 16 + 128) and the excess 128 * (sum of the four activations)

@@ -75,20 +75,17 @@ std::size_t activation_row_bytes(GgmlType weight_type, std::size_t cols) {
 namespace {
 
 // Q8_0 activations' whole chunks of sixteen tokens in lanes (TokenLanes), for the products
-// that read them: bytes, and where they start in a workspace.
-std::size_t token_lanes_bytes(GgmlType weight_type, std::size_t cols, std::size_t n_tokens) {
-    if (fast_format(weight_type).activation != ActivationType::q8_0) return 0;
+// that read them; in a workspace they follow the rows (whose bytes are a multiple of 64).
+std::size_t token_lanes_bytes(const WeightFormat& f, std::size_t cols, std::size_t n_tokens) {
+    if (f.activation != ActivationType::q8_0) return 0;
     return n_tokens / kLaneTokens * (cols / kQ8_0BlockSize) * sizeof(TokenLanes);
-}
-std::size_t token_lanes_offset(GgmlType weight_type, std::size_t cols, std::size_t n_tokens) {
-    return activation_row_bytes(weight_type, cols) * n_tokens;  // a multiple of 64: rows are rounded up
 }
 
 }  // namespace
 
 std::size_t activation_workspace_bytes(GgmlType weight_type, std::size_t cols, std::size_t n_tokens) {
     if (weight_type == GgmlType::F32) return 0;
-    return token_lanes_offset(weight_type, cols, n_tokens) + token_lanes_bytes(weight_type, cols, n_tokens);
+    return activation_row_bytes(weight_type, cols) * n_tokens + token_lanes_bytes(fast_format(weight_type), cols, n_tokens);
 }
 
 std::size_t widest_activation_workspace_bytes(std::size_t cols, std::size_t n_tokens) {
@@ -121,11 +118,10 @@ ConvertedActivations convert_activations(const KernelSet& k, ThreadPool& pool, G
         for (std::size_t t = t0; t < t1; ++t) convert_row(k, format.activation, x + t * cols, base + t * stride, cols);
     });
     out.data = base;
-    const std::size_t chunks = n_tokens / kLaneTokens;
-    if (k.pack_token_lanes && token_lanes_bytes(weight_type, cols, n_tokens) > 0) {
-        auto* lanes = reinterpret_cast<TokenLanes*>(base + token_lanes_offset(weight_type, cols, n_tokens));
+    if (k.pack_token_lanes && token_lanes_bytes(format, cols, n_tokens) > 0) {
+        auto* lanes = reinterpret_cast<TokenLanes*>(base + stride * n_tokens);
         const std::size_t n_blocks = cols / kQ8_0BlockSize;
-        pool.for_chunks(chunks, 1, [&](std::size_t c0, std::size_t c1) {
+        pool.for_chunks(n_tokens / kLaneTokens, 1, [&](std::size_t c0, std::size_t c1) {
             for (std::size_t c = c0; c < c1; ++c) k.pack_token_lanes(base + c * kLaneTokens * stride, stride, cols, lanes + c * n_blocks);
         });
         out.token_lanes = lanes;

@@ -1,4 +1,4 @@
-// ember quantize IN.gguf OUT.gguf q8_0|q4_0|q4_k_m|q6_k
+// ember quantize IN.gguf OUT.gguf TYPE (the types: model_tools::file_type_names)
 // Rewrites an F32 / F16 / BF16 model following llama-quantize's rules for that file type
 // (engine/model_tools/quantize.hpp), so the output matches what llama.cpp writes for the
 // same input (docs/fast-path.md says where that was checked).
@@ -12,11 +12,12 @@
 namespace ember::app {
 
 int run_quantize(const std::vector<std::string>& args) {
-    po::options_description options("quantize options (ember quantize IN.gguf OUT.gguf q8_0|q4_0|q4_k_m|q6_k)");
+    const std::string types = model_tools::file_type_names("|");
+    po::options_description options(fmt::format("quantize options (ember quantize IN.gguf OUT.gguf {})", types));
     options.add_options()
         ("input", po::value<std::string>()->required(), "GGUF model to read (F32, F16 or BF16 weights)")
         ("output", po::value<std::string>()->required(), "GGUF file to write")
-        ("type", po::value<std::string>()->required(), "target file type: q8_0, q4_0, q4_k_m or q6_k");
+        ("type", po::value<std::string>()->required(), fmt::format("target file type: one of {}", types).c_str());
     po::positional_options_description positional;
     positional.add("input", 1).add("output", 1).add("type", 1);
     po::variables_map vm;

@@ -31,7 +31,7 @@ constexpr Subcommand kSubcommands[] = {
     {"merge", "join the shards of a dataset extraction into one sealed run directory", ember::app::run_merge},
     {"verify", "check a run directory against its manifest: checksums, shapes, seal", ember::app::run_verify},
     {"trace", "trace journals: export to the Chrome trace format, print a fingerprint", ember::app::run_trace},
-    {"quantize", "rewrite an F32/F16/BF16 model with Q8_0 weights, as llama-quantize does", ember::app::run_quantize},
+    {"quantize", "rewrite an F32/F16/BF16 model with quantized weights, as llama-quantize does", ember::app::run_quantize},
     {"synth", "write a random-weight model of a real shape with another model's tokenizer", ember::app::run_synth},
     {"bench", "measure prefill and decode speed and peak memory, as llama.cpp's peer does", ember::app::run_bench},
 };

@@ -22,7 +22,9 @@ MSG
 fi
 model=$(realpath "$model")
 "$root/scripts/setup.sh" >/dev/null
-"$root/scripts/build.sh" >/dev/null
+# Only what the demo runs: the ember binary and the two experiments it loads (the test
+# command builds everything else).
+"$root/scripts/build.sh" --target ember ember_plugin_ablate ember_plugin_finite_check >/dev/null
 cd "$root"
 config=configs/demo.toml
 ember=build/app/ember

@@ -54,7 +54,16 @@ FileType parse_file_type(std::string_view name) {
     for (const auto& [n, t] : kFileTypes) {
         if (lower == n) return t;
     }
-    throw UsageError(fmt::format("type '{}' is not supported (q8_0, q4_0, q4_k_m, q6_k)", name));
+    throw UsageError(fmt::format("type '{}' is not supported ({})", name, file_type_names(", ")));
+}
+
+std::string file_type_names(std::string_view separator) {
+    std::string names;
+    for (const auto& [n, t] : kFileTypes) {
+        if (!names.empty()) names += separator;
+        names += n;
+    }
+    return names;
 }
 
 std::string_view file_type_name(FileType type) {

@@ -35,9 +35,11 @@ namespace ember::model_tools {
 // The file types `ember quantize` writes, by the name llama-quantize gives them.
 enum class FileType : std::uint32_t { q8_0 = 7, q4_0 = 2, q4_k_m = 15, q6_k = 18 };
 
-// "q8_0", "q4_0", "q4_k_m", "q6_k" (case-insensitive); UsageError otherwise.
+// One of file_type_names() (case-insensitive); UsageError otherwise.
 FileType parse_file_type(std::string_view name);
 std::string_view file_type_name(FileType type);
+// Every file type's name, in the table's order, joined by `separator` (for help texts).
+std::string file_type_names(std::string_view separator);
 
 // The type llama-quantize gives a quantizable tensor (see above). `layer` and `n_layers`
 // locate it for use_more_bits; `has_output` says whether the file has output.weight.

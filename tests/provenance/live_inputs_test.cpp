@@ -48,7 +48,7 @@ std::string dataset_config(const std::string& more) {
 
 TEST_CASE("live inputs: a dataset appended to or rewritten during the run fails it, naming the dataset") {
     for (const char* action : {"append", "rewrite"}) {
-        CAPTURE(action);
+        CAPTURE(std::string(action));
         TempDir dir;
         const fs::path samples = dir.path() / "samples.jsonl";
         write_text(samples, "{\"text\": \"Once upon a time\"}\n{\"text\": \"there was a little girl\"}\n");
@@ -84,7 +84,7 @@ TEST_CASE("live inputs: a prompt file rewritten during ember run fails it, namin
 
 TEST_CASE("live inputs: a model edited or truncated while mapped fails ember run with a failed run.json naming it") {
     for (const char* action : {"append", "truncate"}) {
-        CAPTURE(action);
+        CAPTURE(std::string(action));
         TempDir dir;
         const fs::path model = dir.path() / "model.gguf";
         fs::copy_file(kModel, model);

@@ -181,13 +181,15 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     outcome.route = config.model.route;
     outcome.config_hash = config_hash;
     outcome.threads = extract::effective_threads(config.model.threads);
+    // Hashed before they are read: a change while the run reads them fails it (check_inputs_unchanged).
+    const std::vector<extract::InputFile> inputs =
+        extract::collect_inputs(config, model.sha256, model.file.mapping()->state());
     std::string prompt = extract::read_prompt(config.prompt);  // an experiment may rewrite it (before_prefill)
     extract::EncodedPrompt encoded = extract::encode_prompt(model.tokenizer, prompt, config.prompt.add_bos);
     outcome.prompt_tokens = encoded.ids;
     // An extraction's layers and positions are checked before anything is written.
     std::optional<extract::Extractor> extractor;
     if (config.output.extract) extractor.emplace(extract::resolve(config.output, model_config, encoded.text, encoded.tokens));
-    const std::vector<extract::InputFile> inputs = extract::collect_inputs(config, model.sha256);
 
     // Creates and locks the output directory (an earlier run in it: refused, or replaced);
     // none for a run that records nothing (ember generate).
@@ -351,6 +353,8 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
         }
         const experiments::RunnerSnapshot snapshot = runner ? runner->snapshot() : no_experiments;
         outcome.experiment_failures = snapshot.failures;
+        stage = "inputs";
+        extract::check_inputs_unchanged(inputs, model.file.mapping());
 
         if (!directory) return outcome;  // nothing recorded (ember generate)
 

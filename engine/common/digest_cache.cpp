@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "common/atomic_file.hpp"
@@ -24,45 +25,34 @@ namespace fs = std::filesystem;
 
 constexpr std::size_t kCompactAfterLines = 4096;
 
-// The identity and state a digest is valid for.
-std::string state_key(const struct stat& st) {
-    const auto ns = [](const timespec& t) { return static_cast<long long>(t.tv_sec) * 1000000000LL + t.tv_nsec; };
-    return fmt::format("{} {} {} {} {}", static_cast<unsigned long long>(st.st_dev),
-                       static_cast<unsigned long long>(st.st_ino), static_cast<long long>(st.st_size), ns(st.st_mtim),
-                       ns(st.st_ctim));
-}
+// What the cache holds: digests by file state ("v1 STATE SHA256" lines) and the checks a
+// file in a state passed ("c1 STATE CHECK" lines).
+struct CacheEntries {
+    std::map<std::string, std::string> digests;  // state key -> sha256
+    std::set<std::string> checks;                // "STATE CHECK"
+    std::size_t lines = 0;
+};
 
-struct stat stat_of(const fs::path& path) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0)
-        throw Error(fmt::format("{}: cannot read ({})", path.string(), std::strerror(errno)));
-    if (!S_ISREG(st.st_mode)) throw Error(fmt::format("{}: not a regular file", path.string()));
-    return st;
-}
-
-// key -> digest, the last line for a key winning; `lines` counts the lines read.
-std::map<std::string, std::string> read_cache(const fs::path& cache, std::size_t& lines) {
-    std::map<std::string, std::string> entries;
+CacheEntries read_cache(const fs::path& cache) {
+    CacheEntries entries;
     std::ifstream in(cache);
-    lines = 0;
     for (std::string line; std::getline(in, line);) {
-        ++lines;
+        ++entries.lines;
         std::istringstream fields(line);
-        std::string version, dev, ino, size, mtime, ctime, digest;
-        if (!(fields >> version >> dev >> ino >> size >> mtime >> ctime >> digest) || version != "v1" ||
-            digest.size() != 64)
-            continue;
-        entries[fmt::format("{} {} {} {} {}", dev, ino, size, mtime, ctime)] = digest;
+        std::string version, dev, ino, size, mtime, ctime, value;
+        if (!(fields >> version >> dev >> ino >> size >> mtime >> ctime >> value)) continue;
+        const std::string key = fmt::format("{} {} {} {} {}", dev, ino, size, mtime, ctime);
+        if (version == "v1" && value.size() == 64) entries.digests[key] = value;
+        if (version == "c1") entries.checks.insert(key + " " + value);
     }
     return entries;
 }
 
-void append_entry(const fs::path& cache, const std::string& key, const std::string& digest) {
+void append_line(const fs::path& cache, const std::string& line) {
     std::error_code ec;
     fs::create_directories(cache.parent_path(), ec);
     const int fd = ::open(cache.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) return;
-    const std::string line = fmt::format("v1 {} {}\n", key, digest);
     [[maybe_unused]] const auto written = ::write(fd, line.data(), line.size());
     ::close(fd);
 }
@@ -73,9 +63,10 @@ void compact(const fs::path& cache) {
     const int fd = ::open(cache.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
     if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
-        std::size_t lines = 0;
+        const CacheEntries entries = read_cache(cache);
         std::string text;
-        for (const auto& [key, digest] : read_cache(cache, lines)) text += fmt::format("v1 {} {}\n", key, digest);
+        for (const auto& [key, digest] : entries.digests) text += fmt::format("v1 {} {}\n", key, digest);
+        for (const std::string& check : entries.checks) text += fmt::format("c1 {}\n", check);
         try {
             write_file_atomically(cache, text);
         } catch (const Error&) {
@@ -96,24 +87,38 @@ std::optional<fs::path> digest_cache_path() {
     return std::nullopt;
 }
 
-std::string cached_sha256_file_hex(const fs::path& path) {
+FileDigest cached_file_digest(const fs::path& path) {
     const std::optional<fs::path> cache = digest_cache_path();
     for (int attempt = 0; attempt < 3; ++attempt) {
-        const std::string before = state_key(stat_of(path));
+        const FileState before = file_state(path);
         std::size_t lines = 0;
         if (cache) {
-            const auto entries = read_cache(*cache, lines);
-            if (const auto it = entries.find(before); it != entries.end()) return it->second;
+            const CacheEntries entries = read_cache(*cache);
+            lines = entries.lines;
+            if (const auto it = entries.digests.find(before.key()); it != entries.digests.end()) return {it->second, before};
         }
         const std::string digest = sha256_file_hex(path);
-        if (state_key(stat_of(path)) != before) continue;  // changed while hashed
+        if (file_state(path) != before) continue;  // changed while hashed
         if (cache) {
-            append_entry(*cache, before, digest);
+            append_line(*cache, fmt::format("v1 {} {}\n", before.key(), digest));
             if (lines + 1 > kCompactAfterLines) compact(*cache);
         }
-        return digest;
+        return {digest, before};
     }
     throw Error(fmt::format("{}: the file kept changing while it was hashed", path.string()));
+}
+
+std::string cached_sha256_file_hex(const fs::path& path) { return cached_file_digest(path).sha256; }
+
+bool check_passed_before(const FileState& state, std::string_view check) {
+    const std::optional<fs::path> cache = digest_cache_path();
+    if (!cache) return false;
+    return read_cache(*cache).checks.contains(fmt::format("{} {}", state.key(), check));
+}
+
+void record_check_passed(const FileState& state, std::string_view check) {
+    if (const std::optional<fs::path> cache = digest_cache_path())
+        append_line(*cache, fmt::format("c1 {} {}\n", state.key(), check));
 }
 
 }  // namespace ember

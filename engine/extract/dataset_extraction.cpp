@@ -365,6 +365,8 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     // sample alone), as the loop below evaluates them. A shard is a contiguous range of the
     // whole run's batches (config/shard.hpp over the batch count), so it evaluates exactly
     // what the unsharded run evaluates and its rows are the same bits on any route.
+    // Hashed before they are read: a change while the run reads them fails it (check_inputs_unchanged).
+    const std::vector<InputFile> inputs = collect_inputs(config, model.sha256, model.file.mapping()->state());
     const DatasetInfo info = scan_dataset(file);
     const std::size_t pack_tokens = std::min(batch_tokens, context_length);
     std::vector<BatchPlan> batches;
@@ -490,7 +492,9 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     }
     if (progress) fmt::print(stderr, "\n");
 
-    // The arrays' headers made true, every file renamed into place, the manifest last.
+    // The inputs as they were read (else nothing is renamed into place), the arrays' headers
+    // made true, every file renamed into place, the manifest last.
+    check_inputs_unchanged(inputs, model.file.mapping());
     out.finish();
     const RunPoint own = point - first;
     json::object manifest{
@@ -531,7 +535,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
         {"threads", threads},
         {"config_hash", config::config_hash(config)},
         {"config", config::to_json(config)},
-        {"inputs", inputs_json(collect_inputs(config, model.sha256))},
+        {"inputs", inputs_json(inputs)},
         {"trace", nullptr},
     };
     dataset_manifest_arrays(out, shape, manifest);

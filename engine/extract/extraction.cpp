@@ -169,11 +169,12 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
                                 const ExtractionOptions& options) {
     const auto route = runtime::route_from_name(config.model.route);
     if (!route) throw Error(fmt::format("model.route '{}' is not one of reference, fast", config.model.route));
+    // Hashed before they are read: a change while the run reads them fails it (check_inputs_unchanged).
+    const std::vector<InputFile> inputs = collect_inputs(config, model.sha256, model.file.mapping()->state());
     const EncodedPrompt prompt = encode_prompt(model.tokenizer, read_prompt(config.prompt), config.prompt.add_bos);
     const Selection selection = resolve(config.output, model.model->config(), prompt.text, prompt.tokens);
     const std::size_t threads = effective_threads(config.model.threads);
 
-    const std::vector<InputFile> inputs = collect_inputs(config, model.sha256);
     // One writer per directory; an earlier run is refused, or replaced with --overwrite.
     RunDirectoryWriter writer(config.output.dir, {config.output.overwrite || options.overwrite, "ember extract", {}, {}});
     writer.on_file_written = options.on_file_written;
@@ -199,6 +200,7 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
         result.trace->path = config.tracing.path;
     }
 
+    check_inputs_unchanged(inputs, model.file.mapping());
     start = Clock::now();
     RunRecord run;
     run.route = session.backend().route();

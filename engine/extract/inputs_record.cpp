@@ -71,11 +71,14 @@ InputFile input_file(const std::string& role, const fs::path& path) {
     std::error_code ec;
     f.bytes = fs::file_size(f.path, ec);
     if (ec) throw Error(fmt::format("{}: cannot read the {} ({})", f.path.string(), role, ec.message()));
-    f.sha256 = cached_sha256_file_hex(f.path);
+    FileDigest digest = cached_file_digest(f.path);
+    f.sha256 = std::move(digest.sha256);
+    f.state = digest.state;
     return f;
 }
 
-std::vector<InputFile> collect_inputs(const config::RunConfig& config, const std::optional<std::string>& model_sha256) {
+std::vector<InputFile> collect_inputs(const config::RunConfig& config, const std::optional<std::string>& model_sha256,
+                                      const std::optional<FileState>& model_state) {
     std::vector<InputFile> out;
     if (model_sha256) {
         InputFile model;
@@ -84,6 +87,7 @@ std::vector<InputFile> collect_inputs(const config::RunConfig& config, const std
         std::error_code ec;
         model.bytes = fs::file_size(model.path, ec);
         model.sha256 = *model_sha256;
+        model.state = model_state ? *model_state : file_state(model.path);
         out.push_back(std::move(model));
     } else {
         out.push_back(input_file("model", config.model.path));
@@ -101,6 +105,28 @@ std::vector<InputFile> collect_inputs(const config::RunConfig& config, const std
         if (!ec) scan_config(settings, fmt::format("experiments[{}].config", i), e.base_dir, out);
     }
     return out;
+}
+
+void check_inputs_unchanged(const std::vector<InputFile>& inputs, const MappedFile* model_mapping) {
+    if (model_mapping != nullptr && model_mapping->truncated()) {
+        throw Error(fmt::format("{}: the model file was truncated while the run read it (byte {} was gone); nothing "
+                                "is recorded",
+                                model_mapping->path().string(), model_mapping->truncated_at()));
+    }
+    for (const InputFile& f : inputs) {
+        FileState now;
+        try {
+            now = file_state(f.path);
+        } catch (const Error&) {
+            throw Error(fmt::format("{}: the {} was removed during the run; nothing is recorded", f.path.string(), f.role));
+        }
+        if (now == f.state) continue;
+        const std::string digest = cached_sha256_file_hex(f.path);
+        if (digest != f.sha256) {
+            throw Error(fmt::format("{}: the {} changed during the run (sha256 {}, the run read {}); nothing is recorded",
+                                    f.path.string(), f.role, digest, f.sha256));
+        }
+    }
 }
 
 json::array inputs_json(const std::vector<InputFile>& inputs) {

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "common/file_state.hpp"
+#include "common/mapped_file.hpp"
 #include "config/run_config.hpp"
 
 namespace ember::extract {
@@ -33,15 +35,26 @@ struct InputFile {
     std::string key;                          // experiment inputs: "experiments[1].config.vector"
     std::optional<std::string> run_id;        // experiment_source: the source's run id
     std::optional<std::string> manifest_seal; // experiment_source: its manifest_sha256
+    FileState state;                          // the file's state when it was hashed (or mapped)
 };
 
 // One input file hashed now. ember::Error naming the path when it cannot be read.
 InputFile input_file(const std::string& role, const std::filesystem::path& path);
 
 // Every input `config` names. `model_sha256` (what a loaded model hashed to) is used for the
-// model instead of hashing it again, when given.
+// model instead of hashing it again, when given, with `model_state` the state of the file
+// it was read from (its mapping's; the file's state now when not given).
 std::vector<InputFile> collect_inputs(const config::RunConfig& config,
-                                      const std::optional<std::string>& model_sha256 = std::nullopt);
+                                      const std::optional<std::string>& model_sha256 = std::nullopt,
+                                      const std::optional<FileState>& model_state = std::nullopt);
+
+// Inputs are what was read: called at the end of a run, before anything is recorded.
+// ember::Error naming the first input that changed while the run read it: a file whose
+// state differs from `inputs`' and whose bytes now hash differently ("PATH: the dataset
+// changed during the run (sha256 NEW, the run read OLD); nothing is recorded"), or that is
+// gone; and the model's mapping, when given, if a read found the file truncated
+// (common/mapped_file.hpp). A file written again with the same bytes is unchanged.
+void check_inputs_unchanged(const std::vector<InputFile>& inputs, const MappedFile* model_mapping = nullptr);
 
 boost::json::array inputs_json(const std::vector<InputFile>& inputs);
 

@@ -97,6 +97,8 @@ public:
     std::uint64_t data_offset() const { return data_offset_; }
     std::uint64_t file_size() const { return bytes_.size(); }
     std::span<const std::byte> bytes() const { return bytes_; }
+    // The mapping of a file opened from a path; nullptr for bytes given in memory.
+    const MappedFile* mapping() const { return mapping_.get(); }
 
     // ---- metadata ----
     std::span<const MetadataEntry> metadata() const { return metadata_; }

@@ -32,6 +32,15 @@ struct ActivationFormat {
     std::uint32_t block_bytes;
 };
 
+// Where a block keeps its F16 scales (d, and dmin or m for the formats with a minimum):
+// byte offsets inside the block, from quant_blocks.hpp's layouts. F32, F16 and BF16 have
+// none. What the load-time finiteness check reads (kernels/scale_check.hpp).
+struct ScaleLayout {
+    std::uint8_t count = 0;                     // 0, 1 or 2 F16 scales per block
+    std::array<std::uint8_t, 2> offsets{};      // byte offset of each scale in the block
+    std::array<std::string_view, 2> names{};    // "d", "dmin" (K-quants) or "m" (Q4_1, Q5_1)
+};
+
 // n elements (a multiple of the block size) of one stored row into F32.
 using DequantizeRowFn = void (*)(const std::byte* row, float* out, std::size_t n);
 
@@ -44,6 +53,7 @@ struct WeightFormat {
     std::uint32_t block_bytes;
     ActivationType activation;      // what its dot product reads
     DequantizeRowFn dequantize_row;
+    ScaleLayout scales;             // its F16 scales, if it is a block format
 };
 
 inline constexpr std::size_t kWeightFormatCount = 13;

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "common/error.hpp"
+#include "models/block_scales.hpp"
 #include "models/family.hpp"
 #include "models/tensor_loader.hpp"
 
@@ -12,6 +13,7 @@ namespace ember::models {
 
 std::unique_ptr<Model> load_model(const gguf::File& file, std::optional<Family> expected) {
     ModelConfig config = load_model_config(file, expected);
+    check_block_scales(file);
     const FamilyInfo& family = family_info(config.family);
     return family.load(file, std::move(config));
 }

@@ -347,12 +347,25 @@ void quantize_row_q8_K(const float* x, BlockQ8_K* y, std::size_t n) {
     for (std::size_t b = 0; b < n / 256; ++b) {
         const float* xb = x + 256 * b;
         float max = 0.0f, amax = 0.0f;  // the first element of largest magnitude, with its sign
+        bool has_nan = false;
         for (int j = 0; j < 256; ++j) {
             const float ax = __builtin_fabsf(xb[j]);
+            has_nan |= ax != ax;
             if (ax > amax) {
                 amax = ax;
                 max = xb[j];
             }
+        }
+        if (has_nan) {
+            // llama.cpp's quantize_row_q8_K_ref skips a NaN when it looks for the largest
+            // magnitude and then rounds it to an integer (a block of NaNs becomes d = 0 and
+            // exact zeros): a NaN would turn into a number. Here the block's scale is NaN,
+            // so every product with it is NaN, as on the reference route. Finite blocks are
+            // untouched (the same bits as llama.cpp).
+            y[b].d = __builtin_nanf("");
+            for (int j = 0; j < 256; ++j) y[b].qs[j] = 0;
+            for (int k = 0; k < 16; ++k) y[b].bsums[k] = 0;
+            continue;
         }
         if (amax == 0.0f) {
             y[b].d = 0.0f;

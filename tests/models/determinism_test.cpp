@@ -149,12 +149,13 @@ void check_last_row_block(const std::string& name, runtime::Route route, bool al
 
 // Rung: golden logits (the same bits as the whole evaluation, itself checked against llama.cpp).
 TEST_CASE("the last layer's MLP block for the last row alone gives the whole evaluation's logits, bit for bit") {
-    // name, whether the last row goes alone (stories260K: F32 weights, whose product order
-    // depends on the row count); synth-gemma4-e-q8_0 has per-layer embeddings
+    // name, whether the last row goes alone: not with F32 weights (stories260K), whose
+    // product order depends on the row count, nor in synth-gemma4-e-q8_0, whose per-layer
+    // embedding projection (proj, 8 columns) is F16
     const std::pair<const char*, bool> models[] = {
         {"stories260K", false},         {"synth-llama3-q8_0", true},     {"synth-qwen3-q8_0", true},
         {"synth-llama3-k-q4_k_m", true}, {"synth-qwen3-k-q5_1", true},    {"synth-gemma4-q8_0", true},
-        {"synth-gemma4-e-q8_0", true},  {"synth-gemma4-k-q2_k", true},   {"synth-gemma4-k-q4_1", true}};
+        {"synth-gemma4-e-q8_0", false},  {"synth-gemma4-k-q2_k", true},   {"synth-gemma4-k-q4_1", true}};
     for (const auto& [name, alone] : models) check_last_row_block(name, runtime::Route::Reference, alone);
     if (test::fast_route_missing()) return;
     for (const auto& [name, alone] : models) check_last_row_block(name, runtime::Route::Fast, alone);

@@ -26,8 +26,12 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 void print_ids(const std::vector<tokenizer::Token>& tokens) {
-    fmt::memory_buffer out;
-    for (std::size_t i = 0; i < tokens.size(); ++i) fmt::format_to(std::back_inserter(out), "{}{}", i ? " " : "", tokens[i].id);
+    fmt::memory_buffer out;  // format_int, not a format string per id: a quarter of a 1 MB text's whole run
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+        if (i) out.push_back(' ');
+        const fmt::format_int id(tokens[i].id);
+        out.append(id.data(), id.data() + id.size());
+    }
     out.push_back('\n');
     write_stdout_or_throw(out);
 }

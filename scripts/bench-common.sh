@@ -31,3 +31,42 @@ bench_model() {  # TYPE (any `ember synth --type`): writes $models/llama-1b-TYPE
     fi
     echo "$model"
 }
+
+# EMBER_BENCH_CPU=avx2: llama.cpp built for AVX2 only (no AVX-512, no VNNI) from the source
+# the peer package ships (node-llama-cpp's gitRelease.bundle), once, into
+# $EMBER_BENCH_LLAMA_DIR (default ~/.cache/ember/llama.cpp-avx2); prints the path of its
+# llama-bench. About 20 CPU-minutes the first time.
+bench_llama_avx2() {
+    local dir=${EMBER_BENCH_LLAMA_DIR:-$HOME/.cache/ember/llama.cpp-avx2}
+    local bundle=$peer/node_modules/node-llama-cpp/llama/gitRelease.bundle
+    local bin=$dir/build/bin/llama-bench
+    if [[ ! -x $bin ]]; then
+        if [[ ! -f $bundle ]]; then
+            echo "bench: $bundle is missing (the peer's npm install ships it)" >&2
+            exit 1
+        fi
+        echo "building llama.cpp for AVX2 only into $dir (once)" >&2
+        [[ -d $dir/src ]] || git clone --quiet "$bundle" "$dir/src" >&2
+        cmake -S "$dir/src" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DGGML_AVX2=ON \
+            -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DLLAMA_CURL=OFF >&2
+        cmake --build "$dir/build" -j "${EMBER_JOBS:-2}" --target llama-bench >&2
+    fi
+    echo "$bin"
+}
+
+# One llama-bench round in the peer's JSON line form ({"prefill_tok_s", "decode_tok_s"}):
+# the prompt at depth 0, then GEN tokens generated after PROMPT tokens of context (-d), as
+# `ember bench` decodes after its prefill; KV cache F32 as Ember's.
+bench_llama_bench_round() {  # LLAMA_BENCH MODEL PROMPT GEN THREADS
+    local common=(-m "$2" -t "$5" -r 1 -ctk f32 -ctv f32 -o jsonl)
+    {
+        "$1" "${common[@]}" -p "$3" -n 0
+        "$1" "${common[@]}" -p 0 -n "$4" -d "$3"
+    } 2>/dev/null | python3 -c '
+import json, sys
+tests = [json.loads(line) for line in sys.stdin if line.startswith("{")]
+pp = [t["avg_ts"] for t in tests if t["n_prompt"] > 0 and t["n_gen"] == 0]
+tg = [t["avg_ts"] for t in tests if t["n_gen"] > 0 and t["n_prompt"] == 0]
+if len(pp) != 1 or len(tg) != 1: sys.exit("llama-bench: expected one prompt and one generation test")
+print(json.dumps({"prefill_tok_s": pp[0], "decode_tok_s": tg[0], "engine": "llama-bench (AVX2 build)"}))'
+}

@@ -16,6 +16,10 @@
 # has it: EMBER_PEER_DIR=/path/to/peer-llamacpp. Settings: EMBER_BENCH_THREADS (2),
 # EMBER_BENCH_PROMPT (128), EMBER_BENCH_GEN (64), EMBER_BUILD_DIR (build),
 # EMBER_BENCH_TYPES ("q8_0 f16").
+# EMBER_BENCH_CPU=avx2: Ember with EMBER_CPU=avx2 against llama.cpp built for AVX2 only
+# (bench-common.sh bench_llama_avx2: the peer package's llama.cpp source, -DGGML_NATIVE=OFF
+# -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF, its llama-bench), so an
+# AVX-512 machine measures the AVX2 ratios too. Unset: Ember's best kernels against the peer.
 # The machine should be otherwise idle: check `uptime` first; rerun if disturbed.
 set -euo pipefail
 
@@ -23,9 +27,15 @@ rounds=${1:-5}
 prompt=${EMBER_BENCH_PROMPT:-128}
 gen=${EMBER_BENCH_GEN:-64}
 types=${EMBER_BENCH_TYPES:-q8_0 f16}
+cpu=${EMBER_BENCH_CPU:-}
 source "$(dirname "$0")/bench-common.sh"
 bench_require_peer bench.sh
 bench_build_ember
+case $cpu in
+    "") ;;
+    avx2) export EMBER_CPU=avx2; llama_bench=$(bench_llama_avx2) ;;
+    *) echo "bench.sh: EMBER_BENCH_CPU=$cpu: expected avx2 (or unset)" >&2; exit 2 ;;
+esac
 for type in $types; do bench_model "$type" >/dev/null; done
 
 results=$(mktemp -d)
@@ -38,14 +48,19 @@ for type in $types; do
         "$ember" bench --model "$model" --prompt-tokens "$prompt" --gen-tokens "$gen" --threads "$threads" \
             --repeat 1 --warmup 1 --json | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)))' \
             >>"$results/ember-$type.jsonl"
-        (cd "$peer" && node peer.mjs "$model" "$prompt" "$gen" "$threads") | tail -n 1 >>"$results/peer-$type.jsonl"
+        if [[ $cpu == avx2 ]]; then
+            bench_llama_bench_round "$llama_bench" "$model" "$prompt" "$gen" "$threads" >>"$results/peer-$type.jsonl"
+        else
+            (cd "$peer" && node peer.mjs "$model" "$prompt" "$gen" "$threads") | tail -n 1 >>"$results/peer-$type.jsonl"
+        fi
     done
 done
 echo "uptime after: $(uptime)" >&2
 
-python3 - "$results" "$threads" $types <<'EOF'
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)" >&2
+python3 - "$results" "$threads" "${cpu:-best}" $types <<'EOF'
 import json, statistics, sys
-results, threads, types = sys.argv[1], sys.argv[2], sys.argv[3:]
+results, threads, cpu, types = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 def load(name):
     with open(f"{results}/{name}.jsonl") as f:
         return [json.loads(line) for line in f if line.strip()]
@@ -54,7 +69,7 @@ targets = {"q8_0": {"prefill": 1.8, "decode": 1.0}, "f16": {"prefill": 1.5, "dec
            "bf16": {"prefill": 1.5, "decode": 0.9},
            "q4_k_m": {"prefill": 1.0, "decode": 1.0}, "q6_k": {"prefill": 1.0, "decode": 1.0},
            "q4_0": {"prefill": 1.0, "decode": 1.0}}
-print(f"threads {threads}; medians over the rounds (all runs in brackets), tok/s")
+print(f"threads {threads}; EMBER_BENCH_CPU {cpu}; medians over the rounds (all runs in brackets), tok/s")
 print(f"{'model':6} {'phase':8} {'llama.cpp':>10} {'ember':>10} {'ratio':>6}  target  runs llama.cpp | ember")
 ok = True
 for model in types:

@@ -154,6 +154,18 @@ void Gemma4Model::per_layer_inputs(const Evaluation& eval, Workspace& ws, kernel
     ops.scale({"inp_per_layer", model, OpKind::Scale}, selected, 1.0f / std::sqrt(2.0f), selected);
 }
 
+// The rows of layer il after its attention output: models::mlp_rows, with the
+// per-layer-embedding products (inp_gate, proj) held to the same rule as the MLP's.
+template <class Hooks>
+std::size_t last_layer_rows(const Evaluation& eval, std::uint32_t il, std::uint32_t n_layers, const Gemma4Layer& w) {
+    const std::size_t T = eval.tokens.size();
+    const std::size_t M = mlp_rows<Hooks>(eval, il, n_layers, w.ffn);
+    if (M == T) return T;
+    for (const auto* m : {&w.inp_gate, &w.proj})
+        if (*m && !kernels::same_bits_at_any_row_count(kernels::weight_format((*m)->type))) return T;
+    return M;
+}
+
 template <class Hooks>
 void Gemma4Model::forward(const Evaluation& eval, ForwardState& state, kernels::Ops& ops, Hooks& hooks) const {
     const ModelConfig& c = config_;
@@ -223,32 +235,36 @@ void Gemma4Model::forward(const Evaluation& eval, ForwardState& state, kernels::
         ops.rms_norm({"attn_post_norm", layer, OpKind::Norm}, attn_out, w.post_attention_norm, eps, attn_out);
 
         hooks.after_attention(info, il, attn_out);
-        ops.add({"attn_out", layer, OpKind::ResidualAdd}, x, attn_out, x);
+        // (the last rows only, in a last layer nothing else reads: last_layer_rows)
+        const std::size_t M = last_layer_rows<Hooks>(eval, il, c.n_layers, w);
+        Rows xm = x.slice(T - M, M);  // [M, E]
+        ops.add({"attn_out", layer, OpKind::ResidualAdd}, xm, attn_out.slice(T - M, M), xm);
 
         // ---- MLP block: post_norm(down(gelu(gate(h)) * up(h))) ----
-        Rows activation = feed_forward_activation(ops, layer, GateActivation::Gelu, w.ffn, eps, x, ws);  // [T, n_ff]
+        Rows activation = feed_forward_activation(ops, layer, GateActivation::Gelu, w.ffn, eps, xm, ws);  // [M, n_ff]
         hooks.mlp_activation(info, il, activation);
-        Rows mlp_out = Workspace::rows(ws.mlp_out, T, E);  // [T, E]
+        Rows mlp_out = Workspace::rows(ws.mlp_out, M, E);  // [M, E]
         ops.matmul({"ffn_down", layer, OpKind::Projection}, activation, w.ffn.down, mlp_out);
         ops.rms_norm({"ffn_post_norm", layer, OpKind::Norm}, mlp_out, w.post_ffw_norm, eps, mlp_out);
 
         hooks.after_mlp(info, il, mlp_out);
-        ops.add({"pe_in", layer, OpKind::ResidualAdd}, x, mlp_out, x);
+        ops.add({"pe_in", layer, OpKind::ResidualAdd}, xm, mlp_out, xm);
 
         // ---- per-layer embedding residual: post_norm(proj(gelu(inp_gate(x)) * inputs_l)) ----
         if (PL > 0) {
-            Rows gated = Workspace::rows(ws.per_layer_gate, T, PL);  // [T, PL]
-            Rows ple_out = Workspace::rows(ws.per_layer_out, T, E);  // [T, E]
-            const Rows inputs_l(ws.per_layer_inputs.data() + il * PL, T, PL, c.n_layers * PL);  // [T, PL] strided
-            ops.matmul({"inp_gate", layer, OpKind::Projection}, x, *w.inp_gate, gated);
+            Rows gated = Workspace::rows(ws.per_layer_gate, M, PL);  // [M, PL]
+            Rows ple_out = Workspace::rows(ws.per_layer_out, M, E);  // [M, E]
+            const Rows inputs_l =
+                Rows(ws.per_layer_inputs.data() + il * PL, T, PL, c.n_layers * PL).slice(T - M, M);  // [M, PL] strided
+            ops.matmul({"inp_gate", layer, OpKind::Projection}, xm, *w.inp_gate, gated);
             ops.gelu({"inp_gate_gelu", layer, OpKind::Activation}, gated, gated);
             ops.mul({"per_layer_gated", layer, OpKind::Multiply}, gated, inputs_l, gated);
             ops.matmul({"proj", layer, OpKind::Projection}, gated, *w.proj, ple_out);
             ops.rms_norm({"per_layer_embd_out", layer, OpKind::Norm}, ple_out, w.post_norm, eps, ple_out);
-            ops.add({"per_layer_residual", layer, OpKind::ResidualAdd}, x, ple_out, x);
+            ops.add({"per_layer_residual", layer, OpKind::ResidualAdd}, xm, ple_out, xm);
         }
         if (w.layer_output_scale) {
-            ops.scale({"layer_output_scale", layer, OpKind::Scale}, x, *w.layer_output_scale, x);
+            ops.scale({"layer_output_scale", layer, OpKind::Scale}, xm, *w.layer_output_scale, xm);
         }
 
         hooks.after_layer(info, il, x);

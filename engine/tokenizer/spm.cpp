@@ -63,10 +63,14 @@ struct Bigram {
     std::int32_t token;
 };
 
-// Heap order: the highest score first; among equal scores the leftmost pair.
-bool lower_priority(const Bigram& a, const Bigram& b) {
-    return a.score < b.score || (a.score == b.score && a.left > b.left);
-}
+// Heap order: the highest score first; among equal scores the leftmost pair. A function
+// object, so that the heap operations inline it.
+struct LowerPriority {
+    bool operator()(const Bigram& a, const Bigram& b) const {
+        return a.score < b.score || (a.score == b.score && a.left > b.left);
+    }
+};
+constexpr LowerPriority lower_priority;
 
 class SpmSession {
 public:
@@ -181,6 +185,13 @@ std::uint64_t SpmModel::key_of(std::string_view character) {
     return (std::uint64_t(character.size()) << 32) | bytes;  // never 0: characters are 1-4 bytes
 }
 
+std::ptrdiff_t SpmModel::short_bit(std::string_view character) {
+    const auto b0 = static_cast<unsigned char>(character[0]);
+    if (character.size() == 1) return b0;
+    if (character.size() == 2 && (b0 & 0xE0) == 0xC0) return 256 + ((b0 & 0x1F) << 8) + static_cast<unsigned char>(character[1]);
+    return -1;
+}
+
 void SpmModel::insert(std::uint64_t key) {
     if ((count_ + 1) * 2 > mergeable_.size()) {
         std::vector<std::uint64_t> old = std::move(mergeable_);
@@ -202,6 +213,9 @@ void SpmModel::insert(std::uint64_t key) {
 }
 
 bool SpmModel::can_merge(std::string_view character) const {
+    if (const std::ptrdiff_t bit = short_bit(character); bit >= 0) {
+        return (short_mergeable_[static_cast<std::size_t>(bit) / 64] >> (bit % 64)) & 1;
+    }
     if (mergeable_.empty()) return false;
     const std::uint64_t key = key_of(character);
     for (std::size_t s = (key * 0x9E3779B97F4A7C15ull >> 20) & mask_;; s = (s + 1) & mask_) {
@@ -212,17 +226,23 @@ bool SpmModel::can_merge(std::string_view character) const {
 
 SpmModel SpmModel::load(const Vocabulary& vocab) {
     SpmModel m;
-    std::vector<std::uint64_t> keys;
+    std::vector<std::string_view> characters;
     for (std::size_t id = 0; id < vocab.size(); ++id) {
         const std::string_view text = vocab.text(static_cast<std::int32_t>(id));
-        keys.clear();
+        characters.clear();
         for (std::size_t pos = 0; pos < text.size();) {
             const std::size_t len = std::min(unicode::sequence_length(static_cast<unsigned char>(text[pos])), text.size() - pos);
-            keys.push_back(key_of(text.substr(pos, len)));
+            characters.push_back(text.substr(pos, len));
             pos += len;
         }
-        if (keys.size() < 2) continue;
-        for (const std::uint64_t k : keys) m.insert(k);
+        if (characters.size() < 2) continue;
+        for (const std::string_view character : characters) {
+            if (const std::ptrdiff_t bit = short_bit(character); bit >= 0) {
+                m.short_mergeable_[static_cast<std::size_t>(bit) / 64] |= std::uint64_t{1} << (bit % 64);
+            } else {
+                m.insert(key_of(character));
+            }
+        }
     }
     return m;
 }

@@ -28,8 +28,14 @@ public:
 
 private:
     static std::uint64_t key_of(std::string_view character);
+    // The bit of a 1- or 2-byte character in short_mergeable_ (its raw bytes: 256 one-byte
+    // values, then a 2-byte lead 0xC0-0xDF with any second byte), or -1 for longer ones.
+    static std::ptrdiff_t short_bit(std::string_view character);
     void insert(std::uint64_t key);
 
+    // 1- and 2-byte characters (most of any text) in a bitmap, the others by key in an
+    // open-addressing set; the same characters either way (their raw bytes decide).
+    std::vector<std::uint64_t> short_mergeable_ = std::vector<std::uint64_t>((256 + 32 * 256) / 64, 0);
     std::vector<std::uint64_t> mergeable_;  // open-addressing set of character keys; 0 = empty
     std::size_t mask_ = 0;
     std::size_t count_ = 0;

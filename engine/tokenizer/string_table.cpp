@@ -25,8 +25,18 @@ std::uint64_t StringTable::hash(std::string_view text) {
         n -= 8;
     }
     if (n > 0) {
-        std::uint64_t word = 0;
-        std::memcpy(&word, p, n);
+        // The last 1-7 bytes without a variable-length copy: two overlapping 4-byte reads,
+        // or the first, middle and last byte (the length is already in h).
+        std::uint64_t word;
+        if (n >= 4) {
+            std::uint32_t low, high;
+            std::memcpy(&low, p, 4);
+            std::memcpy(&high, p + n - 4, 4);
+            word = (std::uint64_t{high} << 32) | low;
+        } else {
+            word = std::uint64_t{static_cast<unsigned char>(p[0])} | (std::uint64_t{static_cast<unsigned char>(p[n / 2])} << 8) |
+                   (std::uint64_t{static_cast<unsigned char>(p[n - 1])} << 16);
+        }
         h = (h ^ (word * 0xFF51AFD7ED558CCDull)) * kMul;
     }
     h ^= h >> 32;

@@ -66,18 +66,21 @@ std::vector<Shape> shapes_for(const WeightFormat& f) {
 
 // Random stored rows whose dequantized values are finite and moderate: each block is
 // random bytes, drawn again until it dequantizes to values within +-1000 (the table's
-// dequantizer is the judge, so no format-specific layout knowledge is needed).
-std::vector<std::byte> random_weights(const WeightFormat& f, const Shape& s, std::mt19937& rng) {
+// dequantizer is the judge, so no format-specific layout knowledge is needed). With
+// `all_ones` > 0 that share of the bytes is 0xFF: quants at their largest (every bit set),
+// the case where an int16 pair sum of a SIMD kernel would saturate if one could.
+std::vector<std::byte> random_weights(const WeightFormat& f, const Shape& s, std::mt19937& rng, double all_ones = 0) {
     const std::size_t blocks = s.cols / f.block_size;
     const std::size_t row_bytes = blocks * f.block_bytes + s.row_padding;
     std::vector<std::byte> w(s.rows * row_bytes);
     std::uniform_int_distribution<int> byte(0, 255);
+    std::bernoulli_distribution ones(all_ones);
     std::vector<float> values(f.block_size);
     for (std::size_t r = 0; r < s.rows; ++r) {
         for (std::size_t b = 0; b < blocks; ++b) {
             std::byte* block = w.data() + r * row_bytes + b * f.block_bytes;
             for (bool ok = false; !ok;) {
-                for (std::size_t i = 0; i < f.block_bytes; ++i) block[i] = static_cast<std::byte>(byte(rng));
+                for (std::size_t i = 0; i < f.block_bytes; ++i) block[i] = static_cast<std::byte>(ones(rng) ? 0xFF : byte(rng));
                 f.dequantize_row(block, values.data(), f.block_size);
                 ok = std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v) && std::abs(v) <= 1000; });
             }
@@ -136,6 +139,57 @@ std::vector<float> fast_product(const fast::KernelSet& k, fast::ThreadPool& pool
     return y;
 }
 
+// The matmul, bits and one-token-at-a-time checks of one format and shape on every set.
+void check_matmul(const WeightFormat& f, const Shape& s, const std::vector<std::byte>& w, const std::vector<float>& x,
+                  const std::vector<fast::KernelSet>& sets, fast::ThreadPool& pool) {
+    CAPTURE(f.name);
+    CAPTURE(s.rows);
+    CAPTURE(s.cols);
+    CAPTURE(s.tokens);
+    CAPTURE(s.row_padding);
+    const kernels::WeightMatrix m = matrix_of(f, s, w);
+    fast::AlignedBuffer workspace(std::max<std::size_t>(64, fast::activation_workspace_bytes(f.type, s.cols, s.tokens)));
+    std::vector<float> first;
+    for (const fast::KernelSet& k : sets) {
+        CAPTURE(k.description);
+        fast::ConvertedActivations a;
+        const std::vector<float> y = fast_product(k, pool, m, s, x, &a, workspace);
+        const std::size_t stride = s.rows + s.out_extra;
+        for (std::size_t t = 0; t < s.tokens; ++t) {
+            const std::vector<double> act = dequantize_activations(f.activation, a.data + t * a.row_bytes, s.cols);
+            std::vector<float> wrow(s.cols);
+            for (std::size_t r = 0; r < s.rows; ++r) {
+                f.dequantize_row(m.row(r), wrow.data(), s.cols);
+                double exact = 0, magnitude = 0;
+                for (std::size_t j = 0; j < s.cols; ++j) {
+                    exact += wrow[j] * act[j];
+                    magnitude += std::abs(wrow[j] * act[j]);
+                }
+                const double error = std::abs(y[t * stride + r] - exact);
+                CHECK_MESSAGE(error <= tolerance(f.activation) * magnitude + 1e-30,
+                              "token " << t << " row " << r << ": " << y[t * stride + r] << " vs " << exact);
+            }
+            for (std::size_t r = s.rows; r < stride; ++r) CHECK(y[t * stride + r] == -7.0f);  // untouched
+        }
+        // bits: the same in every kernel set
+        if (first.empty()) first = y;
+        CHECK_MESSAGE(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)) == 0,
+                      k.description << " differs from " << sets.front().description);
+        // bits: one token at a time equals all tokens at once (but for the float
+        // types' tiled order, which llama.cpp uses for 2+ tokens only)
+        const bool float_type = f.activation == ActivationType::f32 || f.activation == ActivationType::f16 ||
+                                f.activation == ActivationType::bf16;
+        const bool tiled = float_type && fast::sum_order(f.type, s.tokens, s.rows, s.cols) == fast::SumOrder::tiled;
+        for (std::size_t t = 0; t < s.tokens && s.tokens > 1 && !tiled; ++t) {
+            const Shape one{s.rows, s.cols, 1, s.row_padding, s.out_extra};
+            const std::vector<float> xt(x.begin() + t * s.cols, x.begin() + (t + 1) * s.cols);
+            const std::vector<float> yt = fast_product(k, pool, m, one, xt, nullptr, workspace);
+            CHECK_MESSAGE(std::memcmp(yt.data(), y.data() + t * stride, s.rows * sizeof(float)) == 0,
+                          "token " << t << " alone differs from the batch");
+        }
+    }
+}
+
 }  // namespace
 
 TEST_CASE("backend ops: matmul of every weight format, shape and kernel set against the reference") {
@@ -144,54 +198,29 @@ TEST_CASE("backend ops: matmul of every weight format, shape and kernel set agai
     std::mt19937 rng(15);
     for (const WeightFormat& f : kernels::weight_formats()) {
         for (const Shape& s : shapes_for(f)) {
-            CAPTURE(f.name);
-            CAPTURE(s.rows);
-            CAPTURE(s.cols);
-            CAPTURE(s.tokens);
-            CAPTURE(s.row_padding);
             const std::vector<std::byte> w = random_weights(f, s, rng);
-            const kernels::WeightMatrix m = matrix_of(f, s, w);
             const std::vector<float> x = random_activations(s.tokens * s.cols, rng);
-            fast::AlignedBuffer workspace(std::max<std::size_t>(64, fast::activation_workspace_bytes(f.type, s.cols, s.tokens)));
-            std::vector<float> first;
-            for (const fast::KernelSet& k : sets) {
-                CAPTURE(k.description);
-                fast::ConvertedActivations a;
-                const std::vector<float> y = fast_product(k, pool, m, s, x, &a, workspace);
-                const std::size_t stride = s.rows + s.out_extra;
-                for (std::size_t t = 0; t < s.tokens; ++t) {
-                    const std::vector<double> act = dequantize_activations(f.activation, a.data + t * a.row_bytes, s.cols);
-                    std::vector<float> wrow(s.cols);
-                    for (std::size_t r = 0; r < s.rows; ++r) {
-                        f.dequantize_row(m.row(r), wrow.data(), s.cols);
-                        double exact = 0, magnitude = 0;
-                        for (std::size_t j = 0; j < s.cols; ++j) {
-                            exact += wrow[j] * act[j];
-                            magnitude += std::abs(wrow[j] * act[j]);
-                        }
-                        const double error = std::abs(y[t * stride + r] - exact);
-                        CHECK_MESSAGE(error <= tolerance(f.activation) * magnitude + 1e-30,
-                                      "token " << t << " row " << r << ": " << y[t * stride + r] << " vs " << exact);
-                    }
-                    for (std::size_t r = s.rows; r < stride; ++r) CHECK(y[t * stride + r] == -7.0f);  // untouched
-                }
-                // bits: the same in every kernel set
-                if (first.empty()) first = y;
-                CHECK_MESSAGE(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)) == 0,
-                              k.description << " differs from " << sets.front().description);
-                // bits: one token at a time equals all tokens at once (but for the float
-                // types' tiled order, which llama.cpp uses for 2+ tokens only)
-                const bool float_type = f.activation == ActivationType::f32 || f.activation == ActivationType::f16 ||
-                                        f.activation == ActivationType::bf16;
-                const bool tiled = float_type && fast::sum_order(f.type, s.tokens, s.rows, s.cols) == fast::SumOrder::tiled;
-                for (std::size_t t = 0; t < s.tokens && s.tokens > 1 && !tiled; ++t) {
-                    const Shape one{s.rows, s.cols, 1, s.row_padding, s.out_extra};
-                    const std::vector<float> xt(x.begin() + t * s.cols, x.begin() + (t + 1) * s.cols);
-                    const std::vector<float> yt = fast_product(k, pool, m, one, xt, nullptr, workspace);
-                    CHECK_MESSAGE(std::memcmp(yt.data(), y.data() + t * stride, s.rows * sizeof(float)) == 0,
-                                  "token " << t << " alone differs from the batch");
-                }
-            }
+            check_matmul(f, s, w, x, sets, pool);
+        }
+    }
+}
+
+// Extreme blocks: most weight bytes 0xFF (the largest quants and scales a format holds,
+// where the dequantized values stay within +-1000) times activations of one magnitude and
+// random signs, which every activation type quantizes to +-127: the largest integer pair
+// and lane sums a SIMD kernel forms, in decode and prompt shapes.
+TEST_CASE("backend ops: extreme blocks (all-ones quants, activations at +-127) on every format and kernel set") {
+    const auto sets = runnable_kernel_sets();
+    fast::ThreadPool pool(2);
+    std::mt19937 rng(17);
+    std::bernoulli_distribution sign(0.5);
+    for (const WeightFormat& f : kernels::weight_formats()) {
+        const std::size_t block = std::max(f.block_size, kernels::activation_format(f.activation).block_size);
+        for (const Shape& s : {Shape{9, 3 * block, 1}, Shape{12, 2 * block, 13}, Shape{7, block, 37}}) {
+            const std::vector<std::byte> w = random_weights(f, s, rng, 0.75);
+            std::vector<float> x(s.tokens * s.cols);
+            for (float& v : x) v = sign(rng) ? 1.0f : -1.0f;
+            check_matmul(f, s, w, x, sets, pool);
         }
     }
 }

@@ -83,7 +83,19 @@ void gemma4_per_layer_inputs(Builder& b, const models::ModelConfig& c, std::size
     b.same("inp_per_layer", OpKind::Scale, -1, {T, width});
 }
 
-void gemma4_layer(Builder& b, const gguf::File& file, const models::ModelConfig& c, std::uint32_t il, std::size_t T) {
+// Gemma 4's rows after the attention output (models/gemma4.cpp last_layer_rows):
+// mlp_rows, with the per-layer-embedding products held to the same rule.
+std::size_t gemma4_last_rows(const gguf::File& file, const models::ModelConfig& c, std::uint32_t il, std::size_t T,
+                             std::size_t R) {
+    const std::size_t M = mlp_rows(file, c, il, T, R);
+    if (c.n_embd_per_layer == 0 || M == T) return M;
+    for (const char* w : {"inp_gate", "proj"})
+        if (float_weight(file, il, w)) return T;
+    return M;
+}
+
+void gemma4_layer(Builder& b, const gguf::File& file, const models::ModelConfig& c, std::uint32_t il, std::size_t T,
+                  std::size_t M) {
     const auto& L = c.layers[il];
     const auto l = static_cast<std::int32_t>(il);
     const std::size_t E = c.n_embd, D = L.head_dim, qw = L.n_head * D, kvw = L.n_head_kv * D, ff = L.n_ff;
@@ -104,23 +116,23 @@ void gemma4_layer(Builder& b, const gguf::File& file, const models::ModelConfig&
     b.same("kqv", OpKind::Attention, l, {T, qw});
     b.op("attn_output", OpKind::Projection, l, {T, qw}, {T, E});
     b.same("attn_post_norm", OpKind::Norm, l, {T, E});
-    b.same("attn_out", OpKind::ResidualAdd, l, {T, E});
-    b.same("ffn_norm", OpKind::Norm, l, {T, E});
-    b.op("ffn_gate", OpKind::Projection, l, {T, E}, {T, ff});
-    b.op("ffn_up", OpKind::Projection, l, {T, E}, {T, ff});
-    b.same("ffn_geglu", OpKind::Activation, l, {T, ff});
-    b.op("ffn_down", OpKind::Projection, l, {T, ff}, {T, E});
-    b.same("ffn_post_norm", OpKind::Norm, l, {T, E});
-    b.same("pe_in", OpKind::ResidualAdd, l, {T, E});
+    b.same("attn_out", OpKind::ResidualAdd, l, {M, E});
+    b.same("ffn_norm", OpKind::Norm, l, {M, E});
+    b.op("ffn_gate", OpKind::Projection, l, {M, E}, {M, ff});
+    b.op("ffn_up", OpKind::Projection, l, {M, E}, {M, ff});
+    b.same("ffn_geglu", OpKind::Activation, l, {M, ff});
+    b.op("ffn_down", OpKind::Projection, l, {M, ff}, {M, E});
+    b.same("ffn_post_norm", OpKind::Norm, l, {M, E});
+    b.same("pe_in", OpKind::ResidualAdd, l, {M, E});
     if (PL > 0) {
-        b.op("inp_gate", OpKind::Projection, l, {T, E}, {T, PL});
-        b.same("inp_gate_gelu", OpKind::Activation, l, {T, PL});
-        b.same("per_layer_gated", OpKind::Multiply, l, {T, PL});
-        b.op("proj", OpKind::Projection, l, {T, PL}, {T, E});
-        b.same("per_layer_embd_out", OpKind::Norm, l, {T, E});
-        b.same("per_layer_residual", OpKind::ResidualAdd, l, {T, E});
+        b.op("inp_gate", OpKind::Projection, l, {M, E}, {M, PL});
+        b.same("inp_gate_gelu", OpKind::Activation, l, {M, PL});
+        b.same("per_layer_gated", OpKind::Multiply, l, {M, PL});
+        b.op("proj", OpKind::Projection, l, {M, PL}, {M, E});
+        b.same("per_layer_embd_out", OpKind::Norm, l, {M, E});
+        b.same("per_layer_residual", OpKind::ResidualAdd, l, {M, E});
     }
-    if (has_tensor(file, il, "layer_output_scale")) b.same("layer_output_scale", OpKind::Scale, l, {T, E});
+    if (has_tensor(file, il, "layer_output_scale")) b.same("layer_output_scale", OpKind::Scale, l, {M, E});
 }
 
 }  // namespace
@@ -136,7 +148,7 @@ std::vector<ExpectedOp> expected_evaluation(const gguf::File& file, const models
         if (c.n_embd_per_layer > 0) gemma4_per_layer_inputs(b, c, T);
     }
     for (std::uint32_t il = 0; il < c.n_layers; ++il) {
-        if (c.family == models::Family::Gemma4) gemma4_layer(b, file, c, il, T);
+        if (c.family == models::Family::Gemma4) gemma4_layer(b, file, c, il, T, gemma4_last_rows(file, c, il, T, R));
         else llama_like_layer(b, c, il, T, mlp_rows(file, c, il, T, R), c.family == models::Family::Qwen3);
     }
     b.same("result_norm", OpKind::Norm, -1, {R, E});

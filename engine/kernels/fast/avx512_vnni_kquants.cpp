@@ -1,4 +1,4 @@
-// The AVX-512 VNNI Q4_K and Q6_K products (compiled with the AVX-512 flags plus
+// The AVX-512 VNNI K-quant products, Q4_K and Q6_K, then Q2_K, Q3_K and Q5_K (compiled with the AVX-512 flags plus
 // -mavx512vnni; see variant_kernels.hpp for the rules of a variant translation unit).
 // They give the bits of scalar_quants.cpp and avx2_quants.cpp: only the way the exact
 // int32 lane sums are obtained differs, never a float operation.
@@ -161,10 +161,12 @@ struct Q4_K {
         __m512 lanes;
         __m256 min_lanes;  // output A's four min lanes, then output B's
     };
-    static void unpack(const Block& b, W& u) {
+    static void unpack(const Block& b, W& u) { unpack_k4(b.scales, b.qs, u); }
+    // Q4_K's and Q5_K's shared layout: 12 bytes of scales and mins, 128 bytes of nibbles.
+    static void unpack_k4(const std::uint8_t* scale_bytes, const std::uint8_t* qs, W& u) {
         // get_scale_min_k4 for all eight sub-blocks at once (llama.cpp's kmask shuffle)
         std::uint32_t s[4];
-        std::memcpy(s, b.scales, 12);
+        std::memcpy(s, scale_bytes, 12);
         const std::uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
         s[3] = ((s[2] >> 4) & k2) | (((s[1] >> 6) & k3) << 4);
         const std::uint32_t mins_low = s[1] & k1;
@@ -176,7 +178,7 @@ struct Q4_K {
         u.mins = _mm_cvtepu8_epi16(_mm_srli_si128(bytes, 8));
         const __m512i m4 = _mm512_set1_epi8(0x0F);
         for (int h = 0; h < 2; ++h) {
-            const __m512i bits = load512(b.qs + 64 * h);
+            const __m512i bits = load512(qs + 64 * h);
             u.q[2 * h] = _mm512_and_si512(bits, m4);
             u.q[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(bits, 4), m4);
         }
@@ -235,6 +237,180 @@ struct Q4_K {
     }
     static float finish_high(const Acc& acc) {
         return avx512_fold8(_mm512_extractf32x8_ps(acc.lanes, 1)) + fold_mins(_mm256_extractf128_ps(acc.min_lanes, 1));
+    }
+};
+
+// ---- Q2_K, Q3_K, Q5_K: the same pair framework, each lane's float operations those of
+// the format's AVX2 kernel (avx2_quants.cpp, scalar_quants.cpp).
+
+__m512 negate(__m512 v) { return _mm512_xor_ps(v, _mm512_set1_ps(-0.0f)); }
+
+// Register g of Q2_K / Q3_K's 2-bit quants: elements 64g..64g+63 (chunks 2g and 2g + 1),
+// qs[32 (c / 4) + l] >> 2 (c % 4) for chunk c, 0..3.
+__m512i two_bit_pair(const std::uint8_t* qs, int g) {
+    const __m512i bits = _mm512_broadcast_i64x4(load256(qs + 32 * (g / 2)));
+    const __m512i shift = concat(_mm256_set1_epi16(static_cast<short>(4 * (g % 2))), _mm256_set1_epi16(static_cast<short>(4 * (g % 2) + 2)));
+    return _mm512_and_si512(_mm512_srlv_epi16(bits, shift), _mm512_set1_epi8(3));
+}
+
+// ---- Q2_K x Q8_K: lanes = fma(dmin, m[2i] bsum[2i] + m[2i+1] bsum[2i+1], lanes), then
+// lanes = fma(d, scale * q lane sums, lanes)
+struct Q2_K {
+    using Block = BlockQ2_K;
+    struct W {
+        __m512i q[4];      // elements 64g..64g+63, 0..3
+        __m512i scale[4];  // int16, each element pair's sub-block scale
+        __m256i mins16;    // the sixteen mins as int16
+    };
+    struct Acc {
+        __m512 lanes;
+    };
+    static void unpack(const Block& b, W& u) {
+        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+        const __m128i m4 = _mm_set1_epi8(0x0F);
+        const __m512i scales = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(bytes, m4)));
+        u.mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(bytes, 4), m4));
+        for (int g = 0; g < 4; ++g) {
+            u.q[g] = two_bit_pair(b.qs, g);
+            u.scale[g] = scale_for(kQ6ScaleIndex[g], scales);
+        }
+    }
+    static void step(const W& wa, const Block& ba, const BlockQ8_K& xa, const W& wb, const Block& bb, const BlockQ8_K& xb,
+                     Acc& acc) {
+        const __m512 dmin = pair_ps(-xa.d * half(ba.dmin), -xb.d * half(bb.dmin));
+        const __m512i prod = _mm512_madd_epi16(concat(wa.mins16, wb.mins16), concat(load256(xa.bsums), load256(xb.bsums)));
+        acc.lanes = _mm512_fmadd_ps(dmin, _mm512_cvtepi32_ps(prod), acc.lanes);
+        const __m512 d = pair_ps(xa.d * half(ba.d), xb.d * half(bb.d));
+        const __m512i sums = fold_pair(lanes_of(wa, xa.qs), lanes_of(wb, xb.qs));
+        acc.lanes = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sums), acc.lanes);
+    }
+    static constexpr int kSums = 16;
+    static void pack_token(const BlockQ8_K& x, std::int8_t* q, std::int16_t* sums) { Q6_K::pack_token(x, q, sums); }
+    static void packed_step(const W& u, const Block& b, const PairAct& a, Acc& acc) {
+        const __m512 d_a = _mm512_load_ps(a.d);
+        const __m512 dmin = _mm512_mul_ps(_mm512_set1_ps(half(b.dmin)), negate(d_a));
+        const __m512i prod = _mm512_madd_epi16(_mm512_broadcast_i64x4(u.mins16), _mm512_load_si512(a.sums));
+        acc.lanes = _mm512_fmadd_ps(dmin, _mm512_cvtepi32_ps(prod), acc.lanes);
+        const __m512 d = _mm512_mul_ps(_mm512_set1_ps(half(b.d)), d_a);
+        const __m512i sums = fold_pair(lanes_of(u, a.q[0]), lanes_of(u, a.q[1]));
+        acc.lanes = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sums), acc.lanes);
+    }
+    static void zero(Acc& acc) { acc.lanes = _mm512_setzero_ps(); }
+    static float finish_low(const Acc& acc) { return avx512_fold8(_mm512_castps512_ps256(acc.lanes)); }
+    static float finish_high(const Acc& acc) { return avx512_fold8(_mm512_extractf32x8_ps(acc.lanes, 1)); }
+};
+
+// ---- Q3_K x Q8_K: lanes = fma(d, (scale - 32) (q - 4 !hbit) lane sums, lanes); the
+// pair sums as maddubs(q, x) - maddubs(4 !hbit, x), as the AVX2 kernel forms them
+struct Q3_K {
+    using Block = BlockQ3_K;
+    struct W {
+        __m512i low[4];    // elements 64g..64g+63: the 2-bit quants, 0..3
+        __m512i minus[4];  // 4 where the element's high bit is clear, else 0
+        __m512i scale[4];  // int16 (scale - 32) of each element pair's sub-block
+    };
+    using Acc = Q2_K::Acc;
+    static void unpack(const Block& b, W& u) {
+        // the sixteen 6-bit scales (q3_k_scale) at once, as llama.cpp's AVX2 kernel forms them
+        std::uint32_t aux[3];
+        std::memcpy(aux, b.scales, 12);
+        const std::uint32_t k1 = 0x03030303, k2 = 0x0f0f0f0f;
+        const std::uint32_t s3 = ((aux[1] >> 4) & k2) | (((aux[2] >> 6) & k1) << 4);
+        const std::uint32_t s2 = ((aux[0] >> 4) & k2) | (((aux[2] >> 4) & k1) << 4);
+        const std::uint32_t s1 = (aux[1] & k2) | (((aux[2] >> 2) & k1) << 4);
+        const std::uint32_t s0 = (aux[0] & k2) | ((aux[2] & k1) << 4);
+        const __m128i bytes = _mm_sub_epi8(_mm_set_epi32(static_cast<int>(s3), static_cast<int>(s2), static_cast<int>(s1), static_cast<int>(s0)),
+                                           _mm_set1_epi8(32));
+        const __m512i scales = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(bytes));
+        const __m512i hbits = _mm512_broadcast_i64x4(load256(b.hmask));
+        for (int g = 0; g < 4; ++g) {
+            u.low[g] = two_bit_pair(b.qs, g);
+            // chunk c's high bits are bit c of hmask[0..31]
+            const __m512i shift = concat(_mm256_set1_epi16(static_cast<short>(2 * g)), _mm256_set1_epi16(static_cast<short>(2 * g + 1)));
+            const __m512i clear = _mm512_andnot_si512(_mm512_srlv_epi16(hbits, shift), _mm512_set1_epi8(1));
+            u.minus[g] = _mm512_slli_epi16(clear, 2);
+            u.scale[g] = scale_for(kQ6ScaleIndex[g], scales);
+        }
+    }
+    static __m512i lanes_q(const W& u, const std::int8_t* q) {
+        __m512i s = _mm512_setzero_si512();
+        for (int g = 0; g < 4; ++g) {
+            const __m512i x = load512(q + 64 * g);
+            const __m512i pairs = _mm512_sub_epi16(_mm512_maddubs_epi16(u.low[g], x), _mm512_maddubs_epi16(u.minus[g], x));
+            s = _mm512_dpwssd_epi32(s, pairs, u.scale[g]);
+        }
+        return s;
+    }
+    static void step(const W& wa, const Block& ba, const BlockQ8_K& xa, const W& wb, const Block& bb, const BlockQ8_K& xb,
+                     Acc& acc) {
+        const __m512 d = pair_ps(xa.d * half(ba.d), xb.d * half(bb.d));
+        const __m512i sums = fold_pair(lanes_q(wa, xa.qs), lanes_q(wb, xb.qs));
+        acc.lanes = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sums), acc.lanes);
+    }
+    static constexpr int kSums = 16;
+    static void pack_token(const BlockQ8_K& x, std::int8_t* q, std::int16_t* sums) { Q6_K::pack_token(x, q, sums); }
+    static void packed_step(const W& u, const Block& b, const PairAct& a, Acc& acc) {
+        const __m512 d = _mm512_mul_ps(_mm512_set1_ps(half(b.d)), _mm512_load_ps(a.d));
+        const __m512i sums = fold_pair(lanes_q(u, a.q[0]), lanes_q(u, a.q[1]));
+        acc.lanes = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sums), acc.lanes);
+    }
+    static void zero(Acc& acc) { Q2_K::zero(acc); }
+    static float finish_low(const Acc& acc) { return Q2_K::finish_low(acc); }
+    static float finish_high(const Acc& acc) { return Q2_K::finish_high(acc); }
+};
+
+// ---- Q5_K x Q8_K: Q4_K's registers with the fifth bit; mins = fma(dmin, (float)sum_k
+// m[k] B[k], mins) per output (an exact int sum; lane 0 output A, lane 1 output B), and
+// lanes = fma(d, scale * q lane sums, lanes); result fold(lanes) + mins
+struct Q5_K {
+    using Block = BlockQ5_K;
+    using W = Q4_K::W;
+    struct Acc {
+        __m512 lanes;
+        __m128 mins;
+    };
+    static void unpack(const Block& b, W& u) {
+        Q4_K::unpack_k4(b.scales, b.qs, u);
+        const __m512i hbits = _mm512_broadcast_i64x4(load256(b.qh));
+        for (int g = 0; g < 4; ++g) {
+            // register g holds sub-blocks kQ4First[g] and kQ4First[g] + 2: bit k of qh[l]
+            const __m512i shift = concat(_mm256_set1_epi16(static_cast<short>(kQ4First[g])), _mm256_set1_epi16(static_cast<short>(kQ4First[g] + 2)));
+            const __m512i high = _mm512_and_si512(_mm512_srlv_epi16(hbits, shift), _mm512_set1_epi8(1));
+            u.q[g] = _mm512_or_si512(u.q[g], _mm512_slli_epi16(high, 4));
+        }
+    }
+    // [sum_k m[k] B[k] of output A, of output B, A, B] from A's four int32 partial sums
+    // (lanes 0-3 of prod) and B's (lanes 4-7)
+    static __m128 min_totals(__m256i prod) {
+        const __m128i t = _mm_hadd_epi32(_mm256_castsi256_si128(prod), _mm256_extracti128_si256(prod, 1));
+        return _mm_cvtepi32_ps(_mm_hadd_epi32(t, t));
+    }
+    static void step(const W& wa, const Block& ba, const BlockQ8_K& xa, const W& wb, const Block& bb, const BlockQ8_K& xb,
+                     Acc& acc) {
+        const __m128 dmin = _mm_setr_ps(-xa.d * half(ba.dmin), -xb.d * half(bb.dmin), 0.0f, 0.0f);
+        const __m256i prod = _mm256_madd_epi16(_mm256_set_m128i(wb.mins, wa.mins), _mm256_set_m128i(Q4_K::sub_sums(xb), Q4_K::sub_sums(xa)));
+        acc.mins = _mm_fmadd_ps(dmin, min_totals(prod), acc.mins);
+        const __m512 d = pair_ps(xa.d * half(ba.d), xb.d * half(bb.d));
+        const __m512i sums = fold_pair(Q4_K::lanes(wa, xa), Q4_K::lanes(wb, xb));
+        acc.lanes = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sums), acc.lanes);
+    }
+    static constexpr int kSums = Q4_K::kSums;
+    static void pack_token(const BlockQ8_K& x, std::int8_t* q, std::int16_t* sums) { Q4_K::pack_token(x, q, sums); }
+    static void packed_step(const W& u, const Block& b, const PairAct& a, Acc& acc) {
+        const __m128 dmin = _mm_mul_ps(_mm_set1_ps(half(b.dmin)), _mm_setr_ps(a.neg_d[0], a.neg_d[4], 0.0f, 0.0f));
+        const __m256i prod = _mm256_madd_epi16(_mm256_broadcastsi128_si256(u.mins), _mm256_load_si256(reinterpret_cast<const __m256i*>(a.sums)));
+        acc.mins = _mm_fmadd_ps(dmin, min_totals(prod), acc.mins);
+        const __m512 d = _mm512_mul_ps(_mm512_set1_ps(half(b.d)), _mm512_load_ps(a.d));
+        const __m512i sums = fold_pair(lanes_of(u, a.q[0]), lanes_of(u, a.q[1]));
+        acc.lanes = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sums), acc.lanes);
+    }
+    static void zero(Acc& acc) {
+        acc.lanes = _mm512_setzero_ps();
+        acc.mins = _mm_setzero_ps();
+    }
+    static float finish_low(const Acc& acc) { return avx512_fold8(_mm512_castps512_ps256(acc.lanes)) + _mm_cvtss_f32(acc.mins); }
+    static float finish_high(const Acc& acc) {
+        return avx512_fold8(_mm512_extractf32x8_ps(acc.lanes, 1)) + _mm_cvtss_f32(_mm_movehdup_ps(acc.mins));
     }
 };
 
@@ -390,5 +566,8 @@ void kquant_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_
 
 void q4_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { kquant_rows<Q4_K>(t, r0, r1); }
 void q6_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { kquant_rows<Q6_K>(t, r0, r1); }
+void q2_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { kquant_rows<Q2_K>(t, r0, r1); }
+void q3_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { kquant_rows<Q3_K>(t, r0, r1); }
+void q5_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { kquant_rows<Q5_K>(t, r0, r1); }
 
 }  // namespace ember::kernels::fast::avx512_vnni

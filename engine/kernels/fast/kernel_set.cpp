@@ -67,6 +67,11 @@ KernelSet avx2_set() {
     set_matmul(k, GgmlType::Q4_0, avx2::q4_0_matmul_rows);
     set_matmul(k, GgmlType::Q4_K, avx2::q4_k_matmul_rows);
     set_matmul(k, GgmlType::Q6_K, avx2::q6_k_matmul_rows);
+    set_matmul(k, GgmlType::Q4_1, avx2::q4_1_matmul_rows);
+    set_matmul(k, GgmlType::Q5_1, avx2::q5_1_matmul_rows);
+    set_matmul(k, GgmlType::Q2_K, avx2::q2_k_matmul_rows);
+    set_matmul(k, GgmlType::Q3_K, avx2::q3_k_matmul_rows);
+    set_matmul(k, GgmlType::Q5_K, avx2::q5_k_matmul_rows);
     k.swiglu_row = avx2::swiglu_row;
     k.geglu_row = avx2::geglu_row;
     k.softmax_row = avx2::softmax_row;
@@ -75,7 +80,8 @@ KernelSet avx2_set() {
     return k;
 }
 
-// AVX-512 F/BW/VL/DQ kernels; without VNNI the Q8_0, Q4_0, Q4_K and Q6_K products are the AVX2 (Q5_0: portable) ones, without
+// AVX-512 F/BW/VL/DQ kernels; without VNNI the quantized products are the AVX2 ones (Q5_0: portable), with it all
+// but Q4_1 and Q5_1 (AVX2 in both) are VNNI kernels; without
 // AVX512_BF16 the BF16 product converts to F32 and uses FMA.
 KernelSet avx512_set(const CpuFeatures& f) {
     KernelSet k = avx2_set();
@@ -98,6 +104,9 @@ KernelSet avx512_set(const CpuFeatures& f) {
         set_matmul(k, GgmlType::Q5_0, avx512_vnni::q5_0_matmul_rows);
         set_matmul(k, GgmlType::Q4_K, avx512_vnni::q4_k_matmul_rows);
         set_matmul(k, GgmlType::Q6_K, avx512_vnni::q6_k_matmul_rows);
+        set_matmul(k, GgmlType::Q2_K, avx512_vnni::q2_k_matmul_rows);
+        set_matmul(k, GgmlType::Q3_K, avx512_vnni::q3_k_matmul_rows);
+        set_matmul(k, GgmlType::Q5_K, avx512_vnni::q5_k_matmul_rows);
     }
     if (f.avx512bf16) set_matmul(k, GgmlType::BF16, avx512_bf16::bf16_matmul_rows);
     if (f.avx512vnni && f.avx512bf16) k.description = "avx512+vnni+bf16";

@@ -64,6 +64,11 @@ void weighted_sum_f16(const WeightedSumTask& task);
 void q4_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void q4_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void q6_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q4_1_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q5_1_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q2_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q3_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q5_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 }  // namespace avx2
 
 namespace avx512 {  // avx2 flags + -mavx512f -mavx512bw -mavx512vl -mavx512dq
@@ -89,6 +94,9 @@ void q5_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t
 // avx512_vnni_kquants.cpp: the same bits as the scalar products of these formats
 void q4_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void q6_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q2_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q3_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q5_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 }  // namespace avx512_vnni
 
 namespace avx512_bf16 {  // avx512 flags + -mavx512bf16

@@ -239,6 +239,7 @@ void Gemma4Model::forward(const Evaluation& eval, ForwardState& state, kernels::
         const std::size_t M = last_layer_rows<Hooks>(eval, il, c.n_layers, w);
         Rows xm = x.slice(T - M, M);  // [M, E]
         ops.add({"attn_out", layer, OpKind::ResidualAdd}, xm, attn_out.slice(T - M, M), xm);
+        hooks.residual_mid(info, il, xm);  // (ActiveHooks: M = T)
 
         // ---- MLP block: post_norm(down(gelu(gate(h)) * up(h))) ----
         Rows activation = feed_forward_activation(ops, layer, GateActivation::Gelu, w.ffn, eps, xm, ws);  // [M, n_ff]

@@ -1,0 +1,47 @@
+// Loading SAEs and transcoders from the layouts their tools write:
+//
+//   SAELens (SAE.save_model)   DIR/cfg.json + DIR/sae_weights.safetensors; 5.x keeps the hook
+//                              name at the top level of cfg.json, 6.x under "metadata"
+//   Gemma Scope                DIR/params.npz (or the file itself): W_enc, W_dec, b_enc, b_dec,
+//                              threshold (JumpReLU, no b_dec on the input); the file names no
+//                              site, so one must be given (`site`)
+//
+// Every option that changes the computation is read and checked; a value Ember does not
+// implement (an unknown architecture, a hook_head_index, finetuning_scaling_factor, topk's
+// rescale_acts_by_decoder_norm, ...) is refused by name. Keys that only describe the
+// training run (dataset_path, context_size, ...) are ignored. Every file read is hashed
+// into Sae::inputs. Errors name the file and the key.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "features/sae.hpp"
+
+namespace ember::features {
+
+struct SaeLoadOptions {
+    // Overrides the file's hook name ("after_layer:12", "blocks.12.hook_resid_post"); required
+    // for Gemma Scope's params.npz.
+    std::optional<std::string> site;
+};
+
+Sae load_sae(const std::filesystem::path& path, const SaeLoadOptions& options = {});
+
+// The width of the tensor at a stage of a layer: n_embd for the residual and block stages,
+// n_head * head_dim for head_outputs, n_ff for mlp_activation; nothing for a stage an SAE
+// cannot read (attention_pattern, after_logits).
+struct SiteWidths {
+    std::size_t n_embd = 0;
+    std::uint32_t n_layers = 0;
+    bool block_post_norms = false;            // Gemma 4
+    std::vector<std::size_t> head_width;      // per layer
+    std::vector<std::size_t> ff_width;        // per layer
+};
+
+// Checks the SAE's sites against the model (layer, family, width = d_in / d_out). Throws
+// ember::Error naming the SAE's path and its hook name.
+void check_sae_against_model(const Sae& sae, const SiteWidths& widths);
+
+}  // namespace ember::features

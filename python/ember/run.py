@@ -137,10 +137,11 @@ class Run:
         lens = self.manifest.get("logit_lens") or {}
         for l in lens.get("layers", []):
             if l["layer"] == layer:
-                pieces = None
                 if l.get("pieces_file"):
                     with open(os.path.join(self.dir, l["pieces_file"]), encoding="utf-8") as f:
                         pieces = json.load(f)
+                else:  # a dataset run: in rows.jsonl
+                    pieces = [r.get("logit_lens_pieces", {}).get(str(layer)) for r in self._row_records()]
                 return (np.load(os.path.join(self.dir, l["ids_file"]), mmap_mode="r"),
                         np.load(os.path.join(self.dir, l["logits_file"]), mmap_mode="r"), pieces)
         raise KeyError(f"{self.dir}: no logit lens for layer {layer}")

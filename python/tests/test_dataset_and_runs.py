@@ -102,9 +102,9 @@ def test_open_run_reads_a_dataset_run(ember_mod, cli_run):
     sel = r.select(sample="s4")
     assert [rows[i]["sample"] for i in sel.indices] == [3] * len(sel)
     assert np.array_equal(sel.array("after_layer", 2), a[sel.indices])
-    # Every row of the roots' own selections overlaps its root.
+    # "كتب" is in sample 0 and inside sample 2's يكتب: the rows selected there overlap it.
     ktb = r.select(substring="كتب")
-    assert sorted({rows[i]["sample"] for i in ktb.indices}) == [0]
+    assert sorted({rows[i]["sample"] for i in ktb.indices}) == [0, 2]
     ids, lens_logits, pieces = r.logit_lens(2)
     assert ids.shape == (len(rows), 3) and len(pieces) == len(rows)
     with pytest.raises(KeyError, match="before_layer"):

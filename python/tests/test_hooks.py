@@ -70,7 +70,8 @@ layers = [1]
     manifest = json.load(open(out / "manifest.json"))
     with ember_mod.Model(model, route="reference", threads=1) as m:
         _, cache = m.run_with_hooks(PROMPT, hooks={("after_mlp", 1): zero}, stages=["after_layer"], logits="none")
-    assert len(manifest["tensors"]) == len(cache) == m.n_layers
+        n_layers = m.n_layers
+    assert len(manifest["tensors"]) == len(cache) == n_layers
     for t in manifest["tensors"]:
         assert np.load(out / t["file"]).tobytes() == cache[t["stage"], t["layer"]].tobytes(), t["file"]
 

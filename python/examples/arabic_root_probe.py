@@ -10,8 +10,10 @@
 #
 #     PYTHONPATH=build/python python3 python/examples/arabic_root_probe.py [MODEL.gguf] [OUT_DIR]
 #
-# With the fixture model (random weights) the accuracies are chance-like: the point is
-# the workflow. Use a real model (a Llama 3.2 1B GGUF) for a real answer.
+# The selected token is (the end of) the root word itself, so even the fixture model's
+# random weights separate the roots perfectly (its embedding already does): the point here
+# is the workflow. A real study uses a real model (a Llama 3.2 1B GGUF) and also probes
+# tokens after the root word, to ask whether the root is carried forward.
 
 # %%
 import json

@@ -2,15 +2,18 @@
 
 It needs nothing but the standard library, CMake and the project's build dependencies
 (scripts/setup.sh), so `pip install --no-build-isolation .` works without network: it
-configures and builds the native module with the project's CMake (in $EMBER_BUILD_DIR,
-default build/, so an existing build is reused), then packs build/python/ember, the
-package CMake assembled, into a wheel.
+configures and builds the native module with the project's CMake for the Python running
+pip, in its own build directory ($EMBER_BUILD_DIR, default build-pip/, so the build/ of
+the README keeps its own Python and options; through ccache when installed, as
+scripts/build.sh), then packs the package CMake assembled (python/ember in that build
+directory) into a wheel.
 """
 
 import base64
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -32,10 +35,15 @@ def _tag() -> str:
 
 
 def _build_package() -> str:
-    build = os.environ.get("EMBER_BUILD_DIR", os.path.join(ROOT, "build"))
+    build = os.environ.get("EMBER_BUILD_DIR", os.path.join(ROOT, "build-pip"))
     jobs = os.environ.get("EMBER_JOBS", "2")
+    launcher = []
+    if shutil.which("ccache"):  # as scripts/ccache-args.sh
+        os.environ.setdefault("CCACHE_BASEDIR", ROOT)
+        launcher = ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache", "-DCMAKE_C_COMPILER_LAUNCHER=ccache"]
     subprocess.check_call(["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DEMBER_PYTHON=ON",
-                           f"-DPython3_EXECUTABLE={sys.executable}"], stdout=sys.stderr)
+                           "-DEMBER_BUILD_TESTS=OFF", f"-DPython3_EXECUTABLE={sys.executable}", *launcher],
+                          stdout=sys.stderr)
     subprocess.check_call(["cmake", "--build", build, "-j", jobs, "--target", "_ember"], stdout=sys.stderr)
     package = os.path.join(build, "python", "ember")
     if not any(n.startswith("_ember") for n in os.listdir(package)):

@@ -190,10 +190,10 @@ GenerateResult ModelHandle::generate(const GenerateRequest& request) {
     generation.sampling = request.sampling;
     const auto is_end = [&](std::int32_t token) { return model->tokenizer.is_end_of_generation(token); };
     py::gil_scoped_release released;
-    const auto session = new_session(prompt.ids.size(), false);
-    out.route = std::string(session->backend().route());
-    out.variant = std::string(session->backend().variant());
-    out.result = runtime::generate(*session, prompt.ids, generation, is_end);
+    runtime::Session& session = shared_session(prompt.ids.size(), false);  // generate() resets it
+    out.route = std::string(session.backend().route());
+    out.variant = std::string(session.backend().variant());
+    out.result = runtime::generate(session, prompt.ids, generation, is_end);
     return out;
 }
 

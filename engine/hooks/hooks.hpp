@@ -8,6 +8,7 @@
 //   hooks.attention_pattern(eval, layer, pattern);    // post-softmax probabilities [H*T, n_kv] (read-only copy)
 //   hooks.head_outputs(eval, layer, heads);           // per-head attention output [T, H*D], before attn_output
 //   hooks.after_attention(eval, layer, attn_out);     // attention block output, before the residual add
+//   hooks.residual_mid(eval, layer, hidden);          // residual after the attention add, what the MLP reads
 //   hooks.mlp_activation(eval, layer, hidden);        // gated activation entering ffn_down [T, n_ff]
 //   hooks.after_mlp(eval, layer, mlp_out);            // MLP block output, before the residual add
 //   hooks.after_layer(eval, layer, hidden);           // residual leaving layer (llama.cpp's l_out-N)
@@ -47,6 +48,7 @@ enum class Stage : std::uint32_t {
     AttentionPattern = EMBER_STAGE_ATTENTION_PATTERN,
     HeadOutputs = EMBER_STAGE_HEAD_OUTPUTS,
     AfterAttention = EMBER_STAGE_AFTER_ATTENTION,
+    ResidualMid = EMBER_STAGE_RESIDUAL_MID,
     MlpActivation = EMBER_STAGE_MLP_ACTIVATION,
     AfterMlp = EMBER_STAGE_AFTER_MLP,
     AfterLayer = EMBER_STAGE_AFTER_LAYER,
@@ -84,6 +86,7 @@ static_assert(stage_name(Stage::BeforeLayer) == "before_layer" && stage_name(Sta
               stage_name(Stage::BeforeLogits) == "before_logits" && stage_name(Stage::AfterLogits) == "after_logits" &&
               stage_name(Stage::AttentionPattern) == "attention_pattern" &&
               stage_name(Stage::HeadOutputs) == "head_outputs" && stage_name(Stage::MlpActivation) == "mlp_activation" &&
+              stage_name(Stage::ResidualMid) == "residual_mid" &&
               stage_name(Stage::Create) == "create" && stage_name(Stage::OnModelLoaded) == "on_model_loaded" &&
               stage_name(Stage::BeforePrefill) == "before_prefill" &&
               stage_name(Stage::OnGenerationComplete) == "on_generation_complete" &&
@@ -128,6 +131,7 @@ struct DisabledHooks {
     [[gnu::always_inline]] void attention_pattern(const EvalInfo&, std::uint32_t, const kernels::Rows&) {}
     [[gnu::always_inline]] void head_outputs(const EvalInfo&, std::uint32_t, const kernels::Rows&) {}
     [[gnu::always_inline]] void after_attention(const EvalInfo&, std::uint32_t, const kernels::Rows&) {}
+    [[gnu::always_inline]] void residual_mid(const EvalInfo&, std::uint32_t, const kernels::Rows&) {}
     [[gnu::always_inline]] void mlp_activation(const EvalInfo&, std::uint32_t, const kernels::Rows&) {}
     [[gnu::always_inline]] void after_mlp(const EvalInfo&, std::uint32_t, const kernels::Rows&) {}
     [[gnu::always_inline]] void after_layer(const EvalInfo&, std::uint32_t, const kernels::Rows&) {}
@@ -153,6 +157,7 @@ public:
     void attention_pattern(const EvalInfo& e, std::uint32_t l, TensorView t) { stage(Stage::AttentionPattern, e, l, t); }
     void head_outputs(const EvalInfo& e, std::uint32_t l, TensorView t) { stage(Stage::HeadOutputs, e, l, t); }
     void after_attention(const EvalInfo& e, std::uint32_t l, TensorView t) { stage(Stage::AfterAttention, e, l, t); }
+    void residual_mid(const EvalInfo& e, std::uint32_t l, TensorView t) { stage(Stage::ResidualMid, e, l, t); }
     void mlp_activation(const EvalInfo& e, std::uint32_t l, TensorView t) { stage(Stage::MlpActivation, e, l, t); }
     void after_mlp(const EvalInfo& e, std::uint32_t l, TensorView t) { stage(Stage::AfterMlp, e, l, t); }
     void after_layer(const EvalInfo& e, std::uint32_t l, TensorView t) { stage(Stage::AfterLayer, e, l, t); }
@@ -162,6 +167,7 @@ public:
     void attention_pattern(const EvalInfo& e, std::uint32_t l, const kernels::Rows& r) { attention_pattern(e, l, view(r)); }
     void head_outputs(const EvalInfo& e, std::uint32_t l, const kernels::Rows& r) { head_outputs(e, l, view(r)); }
     void after_attention(const EvalInfo& e, std::uint32_t l, const kernels::Rows& r) { after_attention(e, l, view(r)); }
+    void residual_mid(const EvalInfo& e, std::uint32_t l, const kernels::Rows& r) { residual_mid(e, l, view(r)); }
     void mlp_activation(const EvalInfo& e, std::uint32_t l, const kernels::Rows& r) { mlp_activation(e, l, view(r)); }
     void after_mlp(const EvalInfo& e, std::uint32_t l, const kernels::Rows& r) { after_mlp(e, l, view(r)); }
     void after_layer(const EvalInfo& e, std::uint32_t l, const kernels::Rows& r) { after_layer(e, l, view(r)); }

@@ -224,6 +224,7 @@ void Gemma4Model::forward(const Evaluation& eval, ForwardState& state, kernels::
 
         hooks.after_attention(info, il, attn_out);
         ops.add({"attn_out", layer, OpKind::ResidualAdd}, x, attn_out, x);
+        hooks.residual_mid(info, il, x);
 
         // ---- MLP block: post_norm(down(gelu(gate(h)) * up(h))) ----
         Rows activation = feed_forward_activation(ops, layer, GateActivation::Gelu, w.ffn, eps, x, ws);  // [T, n_ff]

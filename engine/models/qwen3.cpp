@@ -102,6 +102,7 @@ void Qwen3Model::forward(const Evaluation& eval, ForwardState& state, kernels::O
         const std::size_t M = mlp_rows<Hooks>(eval, il, c.n_layers, w.ffn);
         Rows xm = x.slice(T - M, M);  // [M, E]
         ops.add({"ffn_inp", layer, OpKind::ResidualAdd}, xm, attn_out.slice(T - M, M), xm);
+        hooks.residual_mid(info, il, xm);  // (ActiveHooks: M = T)
 
         // ---- MLP block: down(silu(gate(h)) * up(h)) ----
         Rows activation = feed_forward_activation(ops, layer, GateActivation::Silu, w.ffn, eps, xm, ws);  // [M, n_ff]

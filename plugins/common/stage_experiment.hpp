@@ -38,6 +38,9 @@ public:
     ember::Status after_attention(const ember::LayerContext& c, ember::TensorAccess& t) final {
         return act(EMBER_STAGE_AFTER_ATTENTION, c, c.layer_index, t);
     }
+    ember::Status residual_mid(const ember::LayerContext& c, ember::TensorAccess& t) final {
+        return act(EMBER_STAGE_RESIDUAL_MID, c, c.layer_index, t);
+    }
     ember::Status mlp_activation(const ember::LayerContext& c, ember::TensorAccess& t) final {
         return act(EMBER_STAGE_MLP_ACTIVATION, c, c.layer_index, t);
     }

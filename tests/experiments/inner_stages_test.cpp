@@ -5,6 +5,8 @@
 // - after_attention = attn_output · head_outputs (Gemma 4: then its post-attention norm),
 //   the product done here in double from the dequantized weights;
 // - after_mlp = ffn_down · mlp_activation (Gemma 4: then its post-FFN norm);
+// - residual_mid = before_layer + after_attention bit for bit (and, Llama and Qwen3,
+//   after_layer = residual_mid + after_mlp);
 // - zeroing head h of head_outputs at one layer changes after_attention by exactly that
 //   head's term W_o[:, hD:(h+1)D] · heads[:, hD:(h+1)D] (Llama, Qwen3; Gemma 4's post norm
 //   is not linear, so there the ablated after_attention is the identity above applied to
@@ -255,6 +257,22 @@ void check_family(const std::string& name, runtime::Route route) {
         CHECK(activation.cols == L.n_ff);
         check_product(route, *backend, t.matrix(weight(l, "ffn_down"), E, L.n_ff), activation,
                       gemma ? &ffn_norm : nullptr, c.rms_eps, clean.at(Stage::AfterMlp, l), "after_mlp");
+
+        // residual_mid = before_layer + after_attention, the residual add's own float sums
+        // (both routes add elementwise in float); Llama and Qwen3: after_layer = residual_mid
+        // + after_mlp (Gemma 4 adds its per-layer embedding and layer scale after that).
+        const Captured& mid = clean.at(Stage::ResidualMid, l);
+        const Captured& entering = clean.at(Stage::BeforeLayer, l);
+        const Captured& attention = clean.at(Stage::AfterAttention, l);
+        REQUIRE(mid.values.size() == entering.values.size());
+        std::vector<float> sum(mid.values.size());
+        for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = entering.values[i] + attention.values[i];
+        CHECK_MESSAGE(mid.values == sum, "residual_mid is not before_layer + after_attention");
+        if (!gemma) {
+            const Captured& mlp_out = clean.at(Stage::AfterMlp, l);
+            for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = mid.values[i] + mlp_out.values[i];
+            CHECK_MESSAGE(clean.at(Stage::AfterLayer, l).values == sum, "after_layer is not residual_mid + after_mlp");
+        }
 
         // attention_pattern: [H * T, n_kv], rows sum to 1, causal, inside the window
         const Captured& pattern = clean.at(Stage::AttentionPattern, l);

@@ -356,6 +356,8 @@ public:
     // 1.1: [T, n_head * head_dim] per-head attention outputs, head h in columns [h * D, (h + 1) * D).
     virtual Status head_outputs(const LayerContext&, TensorAccess& /*heads*/) { return {}; }
     virtual Status after_attention(const LayerContext&, TensorAccess& /*attention_output*/) { return {}; }
+    // 1.3: [T, n_embd] the residual stream between the blocks (before_layer + after_attention).
+    virtual Status residual_mid(const LayerContext&, TensorAccess& /*hidden*/) { return {}; }
     // 1.1: [T, n_ff] the gated activation entering the down projection.
     virtual Status mlp_activation(const LayerContext&, TensorAccess& /*activation*/) { return {}; }
     virtual Status after_mlp(const LayerContext&, TensorAccess& /*mlp_output*/) { return {}; }

@@ -1,4 +1,4 @@
-/* The Ember plugin ABI, version 1.2 (1.0 plus the fields marked 1.1 and 1.2).
+/* The Ember plugin ABI, version 1.3 (1.0 plus the fields marked 1.1, 1.2 and 1.3).
  *
  * An experiment is a shared object that exports exactly one C function,
  *
@@ -38,7 +38,7 @@ extern "C" {
 /* "EMBR" as it reads in memory on a little-endian machine. */
 #define EMBER_PLUGIN_MAGIC 0x52424D45u
 #define EMBER_PLUGIN_ABI_MAJOR 1u
-#define EMBER_PLUGIN_ABI_MINOR 2u
+#define EMBER_PLUGIN_ABI_MINOR 3u
 #define EMBER_PLUGIN_ENTRY_SYMBOL "ember_plugin_entry"
 /* The host's error buffer holds this many bytes, the terminating NUL included. */
 #define EMBER_ERROR_CAPACITY 1024u
@@ -275,6 +275,9 @@ typedef struct ember_plugin_descriptor {
      * on_model_loaded. Null: every stage it implements. A stage no instance wants costs
      * nothing (no attention pattern is materialised). */
     uint64_t (*subscribed_stages)(void* instance);
+    /* 1.3 */
+    ember_layer_stage_fn residual_mid; /* the residual stream between the blocks (before_layer +
+                                          after_attention, what the MLP block reads), [T, n_embd]; writable */
 } ember_plugin_descriptor;
 
 typedef const ember_plugin_descriptor* (*ember_plugin_entry_fn)(void);
@@ -349,7 +352,8 @@ EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, before_layer) == 72, "embe
 EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, on_error) == 128, "ember_plugin_descriptor layout");
 EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, attention_pattern) == 136, "ember_plugin_descriptor layout");
 EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, flags) == 160, "ember_plugin_descriptor layout");
-EMBER_STATIC_ASSERT(sizeof(ember_plugin_descriptor) == 176, "ember_plugin_descriptor layout");
+EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, residual_mid) == 176, "ember_plugin_descriptor layout");
+EMBER_STATIC_ASSERT(sizeof(ember_plugin_descriptor) == 184, "ember_plugin_descriptor layout");
 #undef EMBER_STATIC_ASSERT
 #endif
 

@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-/* Stage ids. 1.0: 0-10; 1.1: 11-13. */
+/* Stage ids. 1.0: 0-10; 1.1: 11-13; 1.3: 14. */
 enum {
     EMBER_STAGE_CREATE = 0,
     EMBER_STAGE_ON_MODEL_LOADED = 1,
@@ -40,7 +40,8 @@ enum {
     EMBER_STAGE_ATTENTION_PATTERN = 11, /* 1.1 */
     EMBER_STAGE_HEAD_OUTPUTS = 12,      /* 1.1 */
     EMBER_STAGE_MLP_ACTIVATION = 13,    /* 1.1 */
-    EMBER_STAGE_COUNT = 14
+    EMBER_STAGE_RESIDUAL_MID = 14,      /* 1.3 */
+    EMBER_STAGE_COUNT = 15
 };
 
 /* What a stage is called with. */
@@ -115,6 +116,9 @@ EMBER_STAGE_TABLE_STORAGE ember_stage_info ember_stage_table[EMBER_STAGE_COUNT] 
     {EMBER_STAGE_AFTER_ATTENTION, EMBER_STAGE_KIND_LAYER, EMBER_SHAPE_TOKENS_BY_EMBD, EMBER_ACCESS_WRITABLE, 0, 0,
      "after_attention", "[T, n_embd]",
      "attention block output before the residual add (n_embd features)", EMBER_DESCRIPTOR_FIELD(after_attention)},
+    {EMBER_STAGE_RESIDUAL_MID, EMBER_STAGE_KIND_LAYER, EMBER_SHAPE_TOKENS_BY_EMBD, EMBER_ACCESS_WRITABLE, 3, 0,
+     "residual_mid", "[T, n_embd]",
+     "residual stream between the blocks, before_layer + after_attention: what the MLP block reads (TransformerLens hook_resid_mid; n_embd features)", EMBER_DESCRIPTOR_FIELD(residual_mid)},
     {EMBER_STAGE_MLP_ACTIVATION, EMBER_STAGE_KIND_LAYER, EMBER_SHAPE_TOKENS_BY_FF, EMBER_ACCESS_WRITABLE, 1, 0,
      "mlp_activation", "[T, n_ff]",
      "gated activation entering the down projection, one column per MLP neuron (n_ff)", EMBER_DESCRIPTOR_FIELD(mlp_activation)},

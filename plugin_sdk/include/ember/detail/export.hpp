@@ -339,6 +339,9 @@ constexpr ember_plugin_descriptor make_descriptor(const ExportNames& names) {
     if constexpr (EMBER_DETAIL_OVERRIDES(T, mlp_activation))
         d.mlp_activation = &B::template layer_stage<&Experiment::mlp_activation>;
     if constexpr (EMBER_DETAIL_OVERRIDES(T, subscribed_stages)) d.subscribed_stages = &B::subscribed_stages;
+    // 1.3
+    if constexpr (EMBER_DETAIL_OVERRIDES(T, residual_mid))
+        d.residual_mid = &B::template layer_stage<&Experiment::residual_mid>;
     if constexpr (requires { T::concurrent; }) d.flags |= T::concurrent ? EMBER_PLUGIN_FLAG_CONCURRENT : 0u;
     return d;
 }

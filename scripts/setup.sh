@@ -11,6 +11,7 @@ packages=(
   clang libclang-rt-14-dev     # libFuzzer and the sanitizer build
   python3 python3-numpy        # tests read .npy files the way a researcher would
   python3-pandas               # the docs' worked examples use it, and tests/docs runs them
+  pybind11-dev python3-pybind11 python3-dev python3-pytest  # the Python package (python/) and its tests
   slurm-wlm munge              # scripts/test-slurm.sh: a one-host Slurm cluster for ember sweep --slurm
   ccache                       # the build scripts reuse objects between builds and clones
 )

@@ -189,6 +189,27 @@ std::vector<ExperimentEntry> parse_experiments(TableReader& top, const std::stri
     return out;
 }
 
+// The [[sae]] entries of `top`, in file order.
+std::vector<SaeEntry> parse_saes(TableReader& top, const std::string& file, const fs::path& base) {
+    std::vector<SaeEntry> out;
+    const toml::node* node = top.node("sae");
+    if (!node) return out;
+    if (!node->is_array()) top.fail(*node, "sae must be written [[sae]] (an array of tables)");
+    for (const toml::node& item : *node->as_array()) {
+        if (!item.is_table()) top.fail(item, "sae must be written [[sae]] (an array of tables)");
+        TableReader r(*item.as_table(), "sae", file);
+        SaeEntry e;
+        auto path = r.path("path", base);
+        e.site = r.string("site");
+        if (auto v = r.boolean("splice")) e.splice = *v;
+        r.finish();
+        if (!path) r.fail_here("[[sae]] needs path = \"path/to/sae\"");
+        e.path = *path;
+        out.push_back(std::move(e));
+    }
+    return out;
+}
+
 fs::path absolute_normal(const fs::path& p) { return fs::absolute(p).lexically_normal(); }
 
 }  // namespace
@@ -255,6 +276,7 @@ RunConfig run_config_from_toml(const toml::table& root, const fs::path& file, co
     const toml::table* hooks = top.table("hooks");
     const toml::table* dataset = top.table("dataset");
     std::vector<ExperimentEntry> own = parse_experiments(top, display, base);
+    c.saes = parse_saes(top, display, base);
     top.finish();
 
     if (!model) missing_table(display, "missing [model] (model.path is required)");
@@ -357,6 +379,15 @@ boost::json::object to_json(const RunConfig& c) {
         {"hooks", hooks_json(c.hooks)},
         {"experiments", std::move(experiments)},
     };
+    // Only a run with SAEs has the key, so other configs keep their hashes.
+    if (!c.saes.empty()) {
+        json::array saes;
+        for (const SaeEntry& s : c.saes)
+            saes.push_back({{"path", s.path.string()},
+                            {"site", s.site ? json::value(*s.site) : json::value(nullptr)},
+                            {"splice", s.splice}});
+        out["saes"] = std::move(saes);
+    }
     // Only a dataset run has the key, so single-prompt configs keep their hashes.
     if (c.dataset.path) {
         out["dataset"] = {{"path", c.dataset.path->string()},

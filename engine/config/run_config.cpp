@@ -22,10 +22,13 @@ namespace ember::config {
 namespace fs = std::filesystem;
 namespace {
 
-// Every tensor stage can be extracted (ember/stages.h).
+// Every tensor stage can be extracted (ember/stages.h) but sae_features, whose width is an
+// SAE's (SAE features extraction is not implemented yet).
 constexpr auto kTensorStageNames = [] {
-    std::array<std::string_view, hooks::kTensorStageCount> names{};
-    for (std::size_t i = 0; i < names.size(); ++i) names[i] = hooks::stage_name(hooks::kTensorStages[i]);
+    std::array<std::string_view, hooks::kTensorStageCount - 1> names{};
+    std::size_t n = 0;
+    for (hooks::Stage s : hooks::kTensorStages)
+        if (s != hooks::Stage::SaeFeatures) names[n++] = hooks::stage_name(s);
     return names;
 }();
 

@@ -63,7 +63,9 @@ int run_generate(const std::vector<std::string>& args) {
         ("top-p", po::value<float>()->default_value(0.95f), "sample within the smallest set holding this probability mass")
         ("seed", po::value<long long>()->default_value(42), "random seed for sampling")
         ("json", po::bool_switch(), "print one JSON object at the end (docs/generate.md)")
-        ("trace", po::value<std::string>(), "write the operation journal (JSON lines) to FILE");
+        ("trace", po::value<std::string>(), "write the operation journal (JSON lines) to FILE")
+        ("sae", po::value<std::vector<std::string>>()->composing(),
+         "load this SAE (a SAELens directory) spliced at its site (repeatable; docs/features.md)");
     po::positional_options_description positional;
     po::variables_map vm;
     if (!parse_options("generate", args, options, positional, vm)) return kExitOk;
@@ -93,6 +95,9 @@ int run_generate(const std::vector<std::string>& args) {
         config.tracing.enabled = true;
         config.tracing.path = vm["trace"].as<std::string>();
     }
+    if (vm.count("sae"))
+        for (const auto& dir : vm["sae"].as<std::vector<std::string>>())
+            config.saes.push_back({std::filesystem::absolute(dir).lexically_normal(), std::nullopt, true});
 
     const auto start = Clock::now();
     const LoadedModel model(config.model.path, family_from_config(config));

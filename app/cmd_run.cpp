@@ -31,6 +31,8 @@ int run_run(const std::vector<std::string>& args) {
     options.add_options()
         ("experiment", po::value<std::vector<std::string>>()->composing(),
          "load this experiment plugin after the config's (repeatable; runs in the order given)")
+        ("sae", po::value<std::vector<std::string>>()->composing(),
+         "load this SAE spliced at its site, after the config's [[sae]] (repeatable; docs/features.md)")
         ("no-defaults", "leave out the defaults file's experiments (as [hooks] defaults = false)")
         ("trace", po::value<std::string>(), "write the operation journal to FILE (as [tracing] enabled = true, path = FILE)")
         ("overwrite", po::bool_switch(), "replace an earlier run in the output directory (as [output] overwrite = true)")
@@ -54,6 +56,9 @@ int run_run(const std::vector<std::string>& args) {
     config::RunConfig config = config::load_run_config(vm["config"].as<std::string>(), load);
     apply_model_options(vm, config.model, true);
     if (vm["overwrite"].as<bool>()) config.output.overwrite = true;
+    if (vm.count("sae"))
+        for (const auto& dir : vm["sae"].as<std::vector<std::string>>())
+            config.saes.push_back({std::filesystem::absolute(dir).lexically_normal(), std::nullopt, true});
     if (vm.count("trace")) {
         config.tracing.enabled = true;
         config.tracing.path = std::filesystem::absolute(vm["trace"].as<std::string>()).lexically_normal();

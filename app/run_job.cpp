@@ -15,6 +15,8 @@
 #include "experiments/experiment_runner.hpp"
 #include "experiments/run_report.hpp"
 #include "extract/extraction.hpp"
+#include "features/sae_loader.hpp"
+#include "features/sae_splicer.hpp"
 #include "extract/inputs_record.hpp"
 #include "hooks/hook_chain.hpp"
 #include "generation_output.hpp"
@@ -130,6 +132,16 @@ json::object report_json(const ReportParts& p, const experiments::RunnerSnapshot
     };
 }
 
+// The run's [[sae]] entries, loaded and checked against the model's sites.
+std::vector<features::Sae> load_saes(const config::RunConfig& config, const models::ModelConfig& model) {
+    std::vector<features::Sae> out;
+    for (const config::SaeEntry& entry : config.saes) {
+        out.push_back(features::load_sae(entry.path, {entry.site}));
+        features::check_sae_against_model(out.back(), features::site_widths(model));
+    }
+    return out;
+}
+
 }  // namespace
 
 boost::json::object lifecycle_json(const Lifecycle& l) {
@@ -182,7 +194,7 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     outcome.config_hash = config_hash;
     outcome.threads = extract::effective_threads(config.model.threads);
     // Hashed before they are read: a change while the run reads them fails it (check_inputs_unchanged).
-    const std::vector<extract::InputFile> inputs =
+    std::vector<extract::InputFile> inputs =
         extract::collect_inputs(config, model.sha256, model.file.mapping()->state());
     std::string prompt = extract::read_prompt(config.prompt);  // an experiment may rewrite it (before_prefill)
     extract::EncodedPrompt encoded = extract::encode_prompt(model.tokenizer, prompt, config.prompt.add_bos);
@@ -190,6 +202,15 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     // An extraction's layers and positions are checked before anything is written.
     std::optional<extract::Extractor> extractor;
     if (config.output.extract) extractor.emplace(extract::resolve(config.output, model_config, encoded.text, encoded.tokens));
+    // The SAEs are loaded and checked against the model before anything is written; each
+    // file they were read from is an input of the run.
+    const std::vector<features::Sae> saes = load_saes(config, model_config);
+    for (std::size_t i = 0; i < saes.size(); ++i)
+        for (const features::SaeInput& file : saes[i].inputs) {
+            extract::InputFile input = extract::input_file("sae", file.path);
+            input.key = fmt::format("saes[{}]", i);
+            inputs.push_back(std::move(input));
+        }
 
     // Creates and locks the output directory (an earlier run in it: refused, or replaced);
     // none for a run that records nothing (ember generate).
@@ -243,7 +264,7 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     parts.inputs = &inputs_record;
     if (directory) parts.replaced_run_id = directory->replaced_run_id();
     parts.ctx = config.model.ctx != 0 ? config.model.ctx : runtime::default_context_length(model_config);
-    parts.hooks_active = !config.experiments.empty();
+    parts.hooks_active = !config.experiments.empty() || !config.saes.empty();
     const experiments::RunnerSnapshot no_experiments{config.hooks.failure, config.hooks.timeout_ms, {}, {}};
     const auto write_report = [&](const experiments::RunnerSnapshot& snapshot) {
         if (!options.record) return;
@@ -336,8 +357,13 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
         } else {
             // No runner and no extraction: no hooks, so the session runs the DisabledHooks forward pass.
             hooks::HookChain chain{runner.get(), extractor ? &*extractor : nullptr};
-            outcome.result =
-                runtime::generate(*session, outcome.prompt_tokens, generation, is_end, on_token, chain.simplest());
+            // SAEs sit in front of the run's hooks: they fire sae_features into them and splice.
+            std::vector<features::SplicedSae> spliced;
+            for (std::size_t i = 0; i < saes.size(); ++i) spliced.push_back({&saes[i], config.saes[i].splice});
+            std::optional<features::SaeSplicer> splicer;
+            if (!spliced.empty()) splicer.emplace(std::move(spliced), chain.simplest());
+            outcome.result = runtime::generate(*session, outcome.prompt_tokens, generation, is_end, on_token,
+                                               splicer ? &*splicer : chain.simplest());
         }
         if (runner) {
             runner->on_generation_complete(outcome.result.tokens.size(),

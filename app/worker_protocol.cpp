@@ -77,6 +77,12 @@ config::RunConfig config_from_json(const json::value& v) {
     c.hooks = {text(h, "failure") == "fail_open" ? config::FailurePolicy::FailOpen : config::FailurePolicy::Strict,
                number<std::uint32_t>(h, "timeout_ms"), number<std::uint32_t>(h, "run_timeout_s"),
                !h.as_object().contains("defaults")};  // recorded only when false
+    if (const json::value* saes = v.as_object().if_contains("saes"))
+        for (const json::value& s : saes->as_array()) {
+            config::SaeEntry e{text(s, "path"), std::nullopt, s.at("splice").as_bool()};
+            if (s.at("site").is_string()) e.site = text(s, "site");
+            c.saes.push_back(std::move(e));
+        }
     const json::array& experiments = v.at("experiments").as_array();
     const json::array& entries = v.at("experiment_entries").as_array();
     for (std::size_t i = 0; i < experiments.size(); ++i) {

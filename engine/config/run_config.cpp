@@ -22,10 +22,13 @@ namespace ember::config {
 namespace fs = std::filesystem;
 namespace {
 
-// Every tensor stage can be extracted (ember/stages.h).
+// Every tensor stage can be extracted (ember/stages.h) but sae_features, whose width is an
+// SAE's (SAE features extraction is not implemented yet).
 constexpr auto kTensorStageNames = [] {
-    std::array<std::string_view, hooks::kTensorStageCount> names{};
-    for (std::size_t i = 0; i < names.size(); ++i) names[i] = hooks::stage_name(hooks::kTensorStages[i]);
+    std::array<std::string_view, hooks::kTensorStageCount - 1> names{};
+    std::size_t n = 0;
+    for (hooks::Stage s : hooks::kTensorStages)
+        if (s != hooks::Stage::SaeFeatures) names[n++] = hooks::stage_name(s);
     return names;
 }();
 
@@ -189,6 +192,27 @@ std::vector<ExperimentEntry> parse_experiments(TableReader& top, const std::stri
     return out;
 }
 
+// The [[sae]] entries of `top`, in file order.
+std::vector<SaeEntry> parse_saes(TableReader& top, const std::string& file, const fs::path& base) {
+    std::vector<SaeEntry> out;
+    const toml::node* node = top.node("sae");
+    if (!node) return out;
+    if (!node->is_array()) top.fail(*node, "sae must be written [[sae]] (an array of tables)");
+    for (const toml::node& item : *node->as_array()) {
+        if (!item.is_table()) top.fail(item, "sae must be written [[sae]] (an array of tables)");
+        TableReader r(*item.as_table(), "sae", file);
+        SaeEntry e;
+        auto path = r.path("path", base);
+        e.site = r.string("site");
+        if (auto v = r.boolean("splice")) e.splice = *v;
+        r.finish();
+        if (!path) r.fail_here("[[sae]] needs path = \"path/to/sae\"");
+        e.path = *path;
+        out.push_back(std::move(e));
+    }
+    return out;
+}
+
 fs::path absolute_normal(const fs::path& p) { return fs::absolute(p).lexically_normal(); }
 
 }  // namespace
@@ -255,6 +279,7 @@ RunConfig run_config_from_toml(const toml::table& root, const fs::path& file, co
     const toml::table* hooks = top.table("hooks");
     const toml::table* dataset = top.table("dataset");
     std::vector<ExperimentEntry> own = parse_experiments(top, display, base);
+    c.saes = parse_saes(top, display, base);
     top.finish();
 
     if (!model) missing_table(display, "missing [model] (model.path is required)");
@@ -357,6 +382,15 @@ boost::json::object to_json(const RunConfig& c) {
         {"hooks", hooks_json(c.hooks)},
         {"experiments", std::move(experiments)},
     };
+    // Only a run with SAEs has the key, so other configs keep their hashes.
+    if (!c.saes.empty()) {
+        json::array saes;
+        for (const SaeEntry& s : c.saes)
+            saes.push_back({{"path", s.path.string()},
+                            {"site", s.site ? json::value(*s.site) : json::value(nullptr)},
+                            {"splice", s.splice}});
+        out["saes"] = std::move(saes);
+    }
     // Only a dataset run has the key, so single-prompt configs keep their hashes.
     if (c.dataset.path) {
         out["dataset"] = {{"path", c.dataset.path->string()},

@@ -125,6 +125,13 @@ struct ExperimentEntry {
     std::string origin;                      // where it was declared: "file:line" or "--experiment N"
 };
 
+// [[sae]]: an SAE or transcoder loaded into the run and spliced at its site (docs/features.md).
+struct SaeEntry {
+    std::filesystem::path path;       // absolute: the SAE's directory (or Gemma Scope's params.npz)
+    std::optional<std::string> site;  // overrides the file's hook name ("after_layer:12")
+    bool splice = true;               // false: features are read, the site never changed
+};
+
 struct RunConfig {
     std::filesystem::path source;  // the config file, absolute
     ModelSection model;
@@ -135,6 +142,7 @@ struct RunConfig {
     DatasetSection dataset;
     HooksSection hooks;
     std::vector<ExperimentEntry> experiments;  // composed: defaults file, config, command line
+    std::vector<SaeEntry> saes;                // [[sae]] entries, then --sae
     std::optional<std::filesystem::path> defaults_file;  // the defaults file composed, if any (an input)
 };
 

@@ -61,6 +61,9 @@ Selection resolve_common(const config::OutputSection& output, const models::Mode
     Selection s;
     s.n_tokens = n_tokens;
     for (const std::string& name : output.stages) {
+        if (name == hooks::stage_name(hooks::Stage::SaeFeatures))
+            throw Error("output.stages: sae_features is not extracted as a stage (its width is the SAE's); SAE "
+                        "features extraction (ember extract --sae) is not implemented yet");
         bool known = false;
         for (hooks::Stage stage : kStages) {
             if (hooks::stage_name(stage) != name) continue;

@@ -323,6 +323,18 @@ void check_site(const Sae& sae, const std::string& name, const hooks::HookSite& 
 
 }  // namespace
 
+SiteWidths site_widths(const models::ModelConfig& c) {
+    SiteWidths w;
+    w.n_embd = c.n_embd;
+    w.n_layers = c.n_layers;
+    w.block_post_norms = c.family == models::Family::Gemma4;  // its blocks are post-normed (model-math)
+    for (const models::LayerConfig& L : c.layers) {
+        w.head_width.push_back(std::size_t{L.n_head} * L.head_dim);
+        w.ff_width.push_back(L.n_ff);
+    }
+    return w;
+}
+
 void check_sae_against_model(const Sae& sae, const SiteWidths& widths) {
     check_site(sae, sae.hook_name, sae.site, sae.d_in, widths, "read");
     if (!sae.output_site) return;

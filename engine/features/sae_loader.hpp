@@ -18,6 +18,7 @@
 #include <string>
 
 #include "features/sae.hpp"
+#include "models/model_config.hpp"
 
 namespace ember::features {
 
@@ -39,6 +40,9 @@ struct SiteWidths {
     std::vector<std::size_t> head_width;      // per layer
     std::vector<std::size_t> ff_width;        // per layer
 };
+
+// The widths of `model`'s sites.
+SiteWidths site_widths(const models::ModelConfig& model);
 
 // Checks the SAE's sites against the model (layer, family, width = d_in / d_out). Throws
 // ember::Error naming the SAE's path and its hook name.

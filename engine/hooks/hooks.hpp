@@ -49,6 +49,7 @@ enum class Stage : std::uint32_t {
     HeadOutputs = EMBER_STAGE_HEAD_OUTPUTS,
     AfterAttention = EMBER_STAGE_AFTER_ATTENTION,
     ResidualMid = EMBER_STAGE_RESIDUAL_MID,
+    SaeFeatures = EMBER_STAGE_SAE_FEATURES,  // fired by features::SaeSplicer, not by the families
     MlpActivation = EMBER_STAGE_MLP_ACTIVATION,
     AfterMlp = EMBER_STAGE_AFTER_MLP,
     AfterLayer = EMBER_STAGE_AFTER_LAYER,
@@ -86,7 +87,7 @@ static_assert(stage_name(Stage::BeforeLayer) == "before_layer" && stage_name(Sta
               stage_name(Stage::BeforeLogits) == "before_logits" && stage_name(Stage::AfterLogits) == "after_logits" &&
               stage_name(Stage::AttentionPattern) == "attention_pattern" &&
               stage_name(Stage::HeadOutputs) == "head_outputs" && stage_name(Stage::MlpActivation) == "mlp_activation" &&
-              stage_name(Stage::ResidualMid) == "residual_mid" &&
+              stage_name(Stage::ResidualMid) == "residual_mid" && stage_name(Stage::SaeFeatures) == "sae_features" &&
               stage_name(Stage::Create) == "create" && stage_name(Stage::OnModelLoaded) == "on_model_loaded" &&
               stage_name(Stage::BeforePrefill) == "before_prefill" &&
               stage_name(Stage::OnGenerationComplete) == "on_generation_complete" &&

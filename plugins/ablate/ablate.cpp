@@ -11,6 +11,7 @@
 //   mode = "zero"              # or "scale" (then scale = 0.5)
 //   heads = [3]                # head_outputs only: these heads' columns (default all)
 //   neurons = [17, 301]        # mlp_activation only: these neurons (default all)
+//   features = [3, 41]         # sae_features only: these SAE features (default all)
 //
 // Zeroing head h of head_outputs removes exactly that head's term from after_attention;
 // attention_pattern is read-only and refused.
@@ -28,7 +29,7 @@ class Ablate : public ember_plugins::StageExperiment {
 public:
     explicit Ablate(const ember::ExperimentConfig& config) : StageExperiment(Selection(config, {})) {
         config.expect_only(
-            {"stage", "stages", "layers", "positions", "select", "phase", "mode", "scale", "heads", "neurons"});
+            {"stage", "stages", "layers", "positions", "select", "phase", "mode", "scale", "heads", "neurons", "features"});
         selection_.refuse_read_only("ablate");
         const std::string mode = config.get_string("mode", "zero");
         if (mode == "scale") {

@@ -124,6 +124,7 @@ public:
             for (Stage s : default_stages) stages_[s] = true;
         heads_ = columns_key(config, "heads", {EMBER_STAGE_HEAD_OUTPUTS, EMBER_STAGE_ATTENTION_PATTERN});
         neurons_ = columns_key(config, "neurons", {EMBER_STAGE_MLP_ACTIVATION});
+        features_ = columns_key(config, "features", {EMBER_STAGE_SAE_FEATURES});
 
         if (const ember::JsonValue* v = config.json().find("layers"); v && !(v->is_string() && v->as_string() == "all")) {
             for (auto l : config.get_int_list("layers", {})) {
@@ -219,6 +220,15 @@ public:
             for (std::size_t h : heads_) {
                 if (h >= n_head) return head_error(h, n_head);
                 for (std::size_t c = h * D; c < (h + 1) * D; ++c) f(c);
+            }
+            return {};
+        }
+        if (stage == EMBER_STAGE_SAE_FEATURES && !features_.empty()) {
+            for (std::size_t n : features_) {
+                if (n >= columns)
+                    return ember::Status::error("config key 'features' names feature " + std::to_string(n) +
+                                                " but the SAE has " + std::to_string(columns));
+                f(n);
             }
             return {};
         }
@@ -322,6 +332,7 @@ private:
     std::array<bool, EMBER_STAGE_COUNT> stages_{};
     std::vector<std::size_t> heads_;
     std::vector<std::size_t> neurons_;
+    std::vector<std::size_t> features_;  // sae_features columns
     bool all_layers_ = true;
     std::vector<std::size_t> layers_;
     bool all_positions_ = true;

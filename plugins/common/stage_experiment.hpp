@@ -50,6 +50,9 @@ public:
     ember::Status after_layer(const ember::LayerContext& c, ember::TensorAccess& t) final {
         return act(EMBER_STAGE_AFTER_LAYER, c, c.layer_index, t);
     }
+    ember::Status sae_features(const ember::LayerContext& c, ember::TensorAccess& t) final {
+        return act(EMBER_STAGE_SAE_FEATURES, c, c.layer_index, t);
+    }
     ember::Status before_logits(const ember::ExecutionContext& c, ember::TensorAccess& t) final {
         return act(EMBER_STAGE_BEFORE_LOGITS, c, std::nullopt, t);
     }

@@ -49,7 +49,9 @@ public:
         if (auto s = selection_.check_layers(model); !s.ok()) return s;
         for (Stage stage : selection_.stages()) {
             const std::uint32_t shape = ember_find_stage(stage)->shape;
-            if (shape == EMBER_SHAPE_TOKENS_BY_HEADS || shape == EMBER_SHAPE_TOKENS_BY_FF) continue;  // per layer
+            if (shape == EMBER_SHAPE_TOKENS_BY_HEADS || shape == EMBER_SHAPE_TOKENS_BY_FF ||
+                shape == EMBER_SHAPE_TOKENS_BY_FEATURES)
+                continue;  // per layer, or per SAE: checked at each call
             const bool logits = stage == EMBER_STAGE_AFTER_LOGITS;
             const std::size_t width = logits ? model.n_vocab : model.n_embd;
             if (vector_.size() != width)

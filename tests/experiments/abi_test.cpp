@@ -60,7 +60,8 @@ static_assert(offsetof(ember_plugin_descriptor, on_error) == 128);
 static_assert(offsetof(ember_plugin_descriptor, attention_pattern) == 136);
 // 1.3 appends residual_mid after subscribed_stages.
 static_assert(offsetof(ember_plugin_descriptor, residual_mid) == 176);
-static_assert(sizeof(ember_plugin_descriptor) == 184);
+static_assert(offsetof(ember_plugin_descriptor, sae_features) == 184);
+static_assert(sizeof(ember_plugin_descriptor) == 192);
 static_assert(offsetof(ember_execution_context, decode_step) == 40);
 static_assert(offsetof(ember_layer_context, n_head) == 16);
 static_assert(offsetof(ember_host_services, generated_token_ids) == 40);
@@ -313,9 +314,9 @@ TEST_CASE("ember plugins validate prints the descriptor without running the plug
     REQUIRE_MESSAGE(text.exit_code == 0, text.output);
     CHECK(text.output.find("name:        ablate\n") != std::string::npos);
     CHECK(text.output.find("version:     1.0.0\n") != std::string::npos);
-    CHECK(text.output.find("abi:         1.3 (descriptor 184 bytes; this ember implements 1.3)\n") != std::string::npos);
+    CHECK(text.output.find("abi:         1.3 (descriptor 192 bytes; this ember implements 1.3)\n") != std::string::npos);
     CHECK(text.output.find("stages:      on_model_loaded, before_prefill, before_layer, attention_pattern, head_outputs, after_attention, "
-                           "residual_mid, mlp_activation, after_mlp, after_layer, before_logits, after_logits\n") != std::string::npos);
+                           "residual_mid, mlp_activation, after_mlp, after_layer, sae_features, before_logits, after_logits\n") != std::string::npos);
 
     // The older-minor plugin aborts if any undeclared stage were called; validate calls none.
     const auto json = run_command(ember + " plugins validate --json " + shell_quote(test_plugin("abi-older-minor").string()));

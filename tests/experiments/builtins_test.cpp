@@ -97,15 +97,15 @@ TEST_CASE("ablate at the last layer's after_layer makes every logit 0") {
 
 TEST_CASE("ablate refuses bad configs by name") {
     const auto ablate = builtin_plugin("ablate");
-    const std::string stages = "before_layer, attention_pattern, head_outputs, after_attention, mlp_activation, after_mlp, "
-                               "after_layer, before_logits, after_logits";
+    const std::string stages = "before_layer, attention_pattern, head_outputs, after_attention, residual_mid, mlp_activation, "
+                               "after_mlp, after_layer, sae_features, before_logits, after_logits";
     CHECK(run_with({spec(ablate, "{}")}).failure ==
           "experiment 'ablate' failed in create: config key 'stage' is required (one of " + stages + ")");
     CHECK(run_with({spec(ablate, R"({"stage": "after_mpl"})")}).failure ==
           "experiment 'ablate' failed in create: unknown stage 'after_mpl' (one of " + stages + ")");
     CHECK(run_with({spec(ablate, R"({"stage": "after_mlp", "layer": [1]})")}).failure ==
           "experiment 'ablate' failed in create: unknown config key 'layer' (known: stage, stages, layers, positions, select, "
-          "phase, mode, scale, heads, neurons)");
+          "phase, mode, scale, heads, neurons, features)");
     // The stages inside the blocks: a read-only stage, selectors on the wrong stage.
     CHECK(run_with({spec(ablate, R"({"stage": "attention_pattern"})")}).failure ==
           "experiment 'ablate' failed in create: attention_pattern is read-only: ablate cannot change it");

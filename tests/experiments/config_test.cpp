@@ -162,11 +162,11 @@ TEST_CASE("every error names file:line:column") {
     const std::string ok_prompt = "[prompt]\ntext = \"hi\"\n";
     const Case cases[] = {
         {"modle = 1\n" + std::string(kMinimal), "x.toml:1:1: unknown key 'modle' (known keys: model, prompt, generation, "
-                                                "tracing, output, hooks, dataset, experiment)"},
+                                                "tracing, output, hooks, dataset, experiment, sae)"},
         {std::string(kMinimal) + "modle = 1\n", "x.toml:5:1: unknown key 'modle' in [prompt] (known keys: text, file, "
                                                 "add_bos)"},
         {std::string(kMinimal) + "[modle]\n", "x.toml:5:2: unknown key 'modle' (known keys: model, prompt, generation, "
-                                              "tracing, output, hooks, dataset, experiment)"},
+                                              "tracing, output, hooks, dataset, experiment, sae)"},
         {"[model]\npath = \"m.gguf\"\ntreads = 2\n" + ok_prompt,
          "x.toml:3:1: unknown key 'treads' in [model] (known keys: path, arch, route, kv_type, threads, ctx)"},
         {"[model]\npath = \"m.gguf\"\nthreads = \"2\"\n" + ok_prompt,
@@ -460,10 +460,10 @@ logit_lens = 10
 
     const std::string out = std::string(kMinimal) + "[output]\n";
     CHECK(error_of(out + "stages = \"after_layer\"\n") ==
-          "x.toml:6:10: output.stages must be an array of strings (\"before_layer\", \"attention_pattern\", \"head_outputs\", \"after_attention\", \"mlp_activation\", \"after_mlp\", "
+          "x.toml:6:10: output.stages must be an array of strings (\"before_layer\", \"attention_pattern\", \"head_outputs\", \"after_attention\", \"residual_mid\", \"mlp_activation\", \"after_mlp\", "
           "\"after_layer\", \"before_logits\", \"after_logits\"), not a string");
     CHECK(error_of(out + "stages = [\"after_layer\", \"after_everything\"]\n") ==
-          "x.toml:6:26: output.stages: \"after_everything\" is not one of \"before_layer\", \"attention_pattern\", \"head_outputs\", \"after_attention\", \"mlp_activation\", "
+          "x.toml:6:26: output.stages: \"after_everything\" is not one of \"before_layer\", \"attention_pattern\", \"head_outputs\", \"after_attention\", \"residual_mid\", \"mlp_activation\", "
           "\"after_mlp\", \"after_layer\", \"before_logits\", \"after_logits\"");
     CHECK(error_of(out + "stages = [\"after_mlp\", \"after_mlp\"]\n") == "x.toml:6:24: output.stages: \"after_mlp\" is given twice");
     CHECK(error_of(out + "layers = \"some\"\n") == "x.toml:6:10: output.layers = \"some\" is not one of \"all\" or an array of integers");

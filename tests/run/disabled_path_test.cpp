@@ -49,7 +49,8 @@ namespace fs = std::filesystem;
 std::vector<std::string> tensor_stages() {
     std::vector<std::string> out;
     for (const ember_stage_info& s : ember_stage_table)
-        if (s.kind != EMBER_STAGE_KIND_LIFECYCLE) out.push_back(s.name);
+        // sae_features is fired by the SAE splicer (engine/features), never by family code
+        if (s.kind != EMBER_STAGE_KIND_LIFECYCLE && s.id != EMBER_STAGE_SAE_FEATURES) out.push_back(s.name);
     return out;
 }
 constexpr const char* kFamilies[] = {"llama", "qwen3", "gemma4"};

@@ -362,6 +362,8 @@ public:
     virtual Status mlp_activation(const LayerContext&, TensorAccess& /*activation*/) { return {}; }
     virtual Status after_mlp(const LayerContext&, TensorAccess& /*mlp_output*/) { return {}; }
     virtual Status after_layer(const LayerContext&, TensorAccess& /*hidden*/) { return {}; }
+    // 1.3: [T, d_sae] the features of an SAE loaded at a site of this layer (docs/features.md).
+    virtual Status sae_features(const LayerContext&, TensorAccess& /*features*/) { return {}; }
     virtual Status before_logits(const ExecutionContext&, TensorAccess& /*hidden*/) { return {}; }
     virtual Status after_logits(const ExecutionContext&, TensorAccess& /*logits*/) { return {}; }
     virtual Status on_generation_complete(const GenerationContext&) { return {}; }

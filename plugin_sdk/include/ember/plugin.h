@@ -278,6 +278,7 @@ typedef struct ember_plugin_descriptor {
     /* 1.3 */
     ember_layer_stage_fn residual_mid; /* the residual stream between the blocks (before_layer +
                                           after_attention, what the MLP block reads), [T, n_embd]; writable */
+    ember_layer_stage_fn sae_features; /* an SAE's features at its site, [T, d_sae]; writable (docs/features.md) */
 } ember_plugin_descriptor;
 
 typedef const ember_plugin_descriptor* (*ember_plugin_entry_fn)(void);
@@ -353,7 +354,8 @@ EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, on_error) == 128, "ember_p
 EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, attention_pattern) == 136, "ember_plugin_descriptor layout");
 EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, flags) == 160, "ember_plugin_descriptor layout");
 EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, residual_mid) == 176, "ember_plugin_descriptor layout");
-EMBER_STATIC_ASSERT(sizeof(ember_plugin_descriptor) == 184, "ember_plugin_descriptor layout");
+EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, sae_features) == 184, "ember_plugin_descriptor layout");
+EMBER_STATIC_ASSERT(sizeof(ember_plugin_descriptor) == 192, "ember_plugin_descriptor layout");
 #undef EMBER_STATIC_ASSERT
 #endif
 

@@ -9,6 +9,7 @@
  *   T      tokens in the evaluation (ember_execution_context.input_token_count)
  *   R      rows whose logits are computed (the last one, or all T on request)
  *   n_kv   cached positions visible to the evaluation (start_position + T)
+ *   d_sae  the features of the SAE loaded at the site (docs/features.md)
  *   H, D   the layer's query heads and head dimension (Qwen3, Gemma 4: H * D may differ
  *          from n_embd; Gemma 4 layers differ from each other)
  *
@@ -24,7 +25,7 @@
 extern "C" {
 #endif
 
-/* Stage ids. 1.0: 0-10; 1.1: 11-13; 1.3: 14. */
+/* Stage ids. 1.0: 0-10; 1.1: 11-13; 1.3: 14-15. */
 enum {
     EMBER_STAGE_CREATE = 0,
     EMBER_STAGE_ON_MODEL_LOADED = 1,
@@ -41,7 +42,8 @@ enum {
     EMBER_STAGE_HEAD_OUTPUTS = 12,      /* 1.1 */
     EMBER_STAGE_MLP_ACTIVATION = 13,    /* 1.1 */
     EMBER_STAGE_RESIDUAL_MID = 14,      /* 1.3 */
-    EMBER_STAGE_COUNT = 15
+    EMBER_STAGE_SAE_FEATURES = 15,      /* 1.3 */
+    EMBER_STAGE_COUNT = 16
 };
 
 /* What a stage is called with. */
@@ -59,7 +61,8 @@ enum {
     EMBER_SHAPE_HEAD_TOKENS_BY_KV = 3,     /* [H * T, n_kv]: row h * T + t, column = KV position */
     EMBER_SHAPE_TOKENS_BY_FF = 4,          /* [T, n_ff] */
     EMBER_SHAPE_LOGIT_ROWS_BY_EMBD = 5,    /* [R, n_embd] */
-    EMBER_SHAPE_LOGIT_ROWS_BY_VOCAB = 6    /* [R, n_vocab] */
+    EMBER_SHAPE_LOGIT_ROWS_BY_VOCAB = 6,   /* [R, n_vocab] */
+    EMBER_SHAPE_TOKENS_BY_FEATURES = 7     /* 1.3: [T, d_sae] */
 };
 
 /* Whether writes through the tensor change the computation. */
@@ -128,6 +131,9 @@ EMBER_STAGE_TABLE_STORAGE ember_stage_info ember_stage_table[EMBER_STAGE_COUNT] 
     {EMBER_STAGE_AFTER_LAYER, EMBER_STAGE_KIND_LAYER, EMBER_SHAPE_TOKENS_BY_EMBD, EMBER_ACCESS_WRITABLE, 0, 0,
      "after_layer", "[T, n_embd]",
      "residual stream leaving the layer, llama.cpp's l_out-N (n_embd features)", EMBER_DESCRIPTOR_FIELD(after_layer)},
+    {EMBER_STAGE_SAE_FEATURES, EMBER_STAGE_KIND_LAYER, EMBER_SHAPE_TOKENS_BY_FEATURES, EMBER_ACCESS_WRITABLE, 3, 0,
+     "sae_features", "[T, d_sae]",
+     "the features of an SAE loaded at a site of the layer, right after its encoder; with a splice, edits change the site by decode(edited) - decode(original) (d_sae features)", EMBER_DESCRIPTOR_FIELD(sae_features)},
     {EMBER_STAGE_BEFORE_LOGITS, EMBER_STAGE_KIND_LOGITS, EMBER_SHAPE_LOGIT_ROWS_BY_EMBD, EMBER_ACCESS_WRITABLE, 0, 0,
      "before_logits", "[R, n_embd]",
      "hidden state after the final norm, llama.cpp's result_norm (n_embd features)", EMBER_DESCRIPTOR_FIELD(before_logits)},

@@ -342,6 +342,8 @@ constexpr ember_plugin_descriptor make_descriptor(const ExportNames& names) {
     // 1.3
     if constexpr (EMBER_DETAIL_OVERRIDES(T, residual_mid))
         d.residual_mid = &B::template layer_stage<&Experiment::residual_mid>;
+    if constexpr (EMBER_DETAIL_OVERRIDES(T, sae_features))
+        d.sae_features = &B::template layer_stage<&Experiment::sae_features>;
     if constexpr (requires { T::concurrent; }) d.flags |= T::concurrent ? EMBER_PLUGIN_FLAG_CONCURRENT : 0u;
     return d;
 }

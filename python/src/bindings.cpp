@@ -13,6 +13,8 @@
 #include <boost/json/serialize.hpp>
 #include <fmt/format.h>
 
+#include <csignal>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -188,6 +190,28 @@ py::dict generate(ModelHandle& handle, const std::string& prompt, std::size_t ma
     return out;
 }
 
+// The interpreter's SIGINT and SIGTERM handlers, put back when a run that writes a
+// directory returns: the engine's run directory installs its own (remove the temporaries,
+// then die by the signal, right for the CLI), which would make a notebook's interrupt
+// kill the kernel from then on.
+class KeepSignalHandlers {
+public:
+    KeepSignalHandlers() {
+        ::sigaction(SIGINT, nullptr, &int_);
+        ::sigaction(SIGTERM, nullptr, &term_);
+    }
+    ~KeepSignalHandlers() {
+        ::sigaction(SIGINT, &int_, nullptr);
+        ::sigaction(SIGTERM, &term_, nullptr);
+    }
+    KeepSignalHandlers(const KeepSignalHandlers&) = delete;
+    KeepSignalHandlers& operator=(const KeepSignalHandlers&) = delete;
+
+private:
+    struct sigaction int_ {};
+    struct sigaction term_ {};
+};
+
 // ember extract --dataset FILE --out DIR ...: the run config config_from_options builds
 // (app/cmd_extract.cpp), run by the CLI's own execute_dataset_run.
 py::dict extract_dataset(ModelHandle& handle, const std::string& dataset, const std::string& out, const std::string& stages,
@@ -223,6 +247,7 @@ py::dict extract_dataset(ModelHandle& handle, const std::string& dataset, const 
     options.overwrite = overwrite;
     extract::DatasetResult r;
     {
+        const KeepSignalHandlers keep;
         py::gil_scoped_release released;
         r = app::execute_dataset_run(handle.model(), c, options);
     }

@@ -178,3 +178,20 @@ def test_read_sweep_summary(ember_mod, tmp_path):
         records = records if isinstance(records, list) else records.to_dict("records")
         assert len(records) == 1 and records[0]["config"].endswith("one.toml")
         assert records[0]["outcome"] in ("ok", "skipped")
+
+
+def test_extract_leaves_the_interpreters_signal_handlers(ember_mod, cli_run, tmp_path):
+    # Rung: smoke. The engine's run directory installs SIGINT/SIGTERM cleanup handlers
+    # for the CLI; in Python, Ctrl-C must stay a KeyboardInterrupt, not kill the process.
+    import signal
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    with ember_mod.Model(model_path("stories260K")) as m:
+        m.extract(cli_run / "roots.jsonl", tmp_path / "r")
+        m.score("Once upon", " a time")
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+    # The C-level handler too: raising SIGINT gives Python's KeyboardInterrupt.
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):
+            pass

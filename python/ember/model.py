@@ -89,15 +89,17 @@ def _positions(positions):
 
 
 class Model:
-    """A model file, loaded once: ember.Model("model.gguf", route="fast", threads=0).
+    """A model file, loaded once: ember.Model("model.gguf", route=None, threads=0).
 
-    route: "fast" (llama.cpp's numerics, the default) or "reference"; threads 0 = every
+    route: "fast" (llama.cpp's numerics; the default where built) or "reference"; threads 0 = every
     hardware thread (results are the same for every count); ctx, kv_type and arch as the
     CLI's --ctx, --kv-type and --arch. Use it as a context manager or call close().
     """
 
-    def __init__(self, path: Union[str, os.PathLike], route: str = "fast", threads: int = 0, ctx: int = 0,
+    def __init__(self, path: Union[str, os.PathLike], route: Optional[str] = None, threads: int = 0, ctx: int = 0,
                  kv_type: str = "f32", arch: str = "auto"):
+        if route is None:  # the CLI's default: fast where this build has it (-DEMBER_FAST=OFF has not)
+            route = "fast" if _ember.has_route("fast") else "reference"
         if not isinstance(threads, int) or threads < 0:
             raise ValueError(f"threads={threads!r}: give an int >= 0 (0: every hardware thread)")
         if not isinstance(ctx, int) or ctx < 0:

@@ -20,7 +20,7 @@ from .cache import Cache, Origin, activation
 from .run import Run, open_run
 
 Prompt = str
-HookKey = Union[str, tuple]
+_STAGE_NAMES = frozenset(s["name"] for s in _ember.tensor_stages())
 
 
 @dataclass(frozen=True)
@@ -89,21 +89,24 @@ def _positions(positions):
 
 
 class Model:
-    """A model file, loaded once: ember.Model("model.gguf", route="fast", threads=0).
+    """A model file, loaded once: ember.Model("model.gguf", route=None, threads=0).
 
-    route: "fast" (llama.cpp's numerics, the default) or "reference"; threads 0 = every
+    route: "fast" (llama.cpp's numerics; the default where built) or "reference"; threads 0 = every
     hardware thread (results are the same for every count); ctx, kv_type and arch as the
     CLI's --ctx, --kv-type and --arch. Use it as a context manager or call close().
     """
 
-    def __init__(self, path: Union[str, os.PathLike], route: str = "fast", threads: int = 0, ctx: int = 0,
+    def __init__(self, path: Union[str, os.PathLike], route: Optional[str] = None, threads: int = 0, ctx: int = 0,
                  kv_type: str = "f32", arch: str = "auto"):
+        if route is None:  # the CLI's default: fast where this build has it (-DEMBER_FAST=OFF has not)
+            route = "fast" if _ember.has_route("fast") else "reference"
         if not isinstance(threads, int) or threads < 0:
             raise ValueError(f"threads={threads!r}: give an int >= 0 (0: every hardware thread)")
         if not isinstance(ctx, int) or ctx < 0:
             raise ValueError(f"ctx={ctx!r}: give an int >= 0 (0: the default context)")
         self._h = _ember.ModelHandle(os.fspath(path), route, threads, ctx, kv_type, arch)
         self._info = None
+        self._sites = (self._h.n_layers, self._h.block_post_norms)  # what hook names are checked against
 
     # -- the model ----------------------------------------------------------------------
     def close(self):
@@ -236,6 +239,28 @@ class Model:
                 record = json.loads(f.readline())
         return Score(record["logprob"], record["tokens"])
 
+    # -- other tools' hook names --------------------------------------------------------
+    def hook_site(self, name: str, layer: Optional[int] = None):
+        """(stage, layer) of another tool's hook name, from the engine's one table
+        (engine/hooks/hook_names; docs/features.md): "blocks.5.hook_resid_post",
+        "model.layers.5.mlp", "after_layer:5"; or a TransformerLens short name with a layer,
+        spelled out as its get_act_name does ("resid_post", 5 -> blocks.5.hook_resid_post;
+        "z" -> blocks.5.attn.hook_z; "post" -> blocks.5.mlp.hook_post). None when no spelling
+        is a known name; EmberError when the table refuses the name (and says why) or the
+        layer does not exist."""
+        if layer is None:
+            candidates = [name]
+        else:
+            candidates = [f"blocks.{layer}.hook_{name}", f"blocks.{layer}.{name}", f"blocks.{layer}.attn.hook_{name}",
+                          f"blocks.{layer}.mlp.hook_{name}"]
+        for full in candidates:
+            try:
+                return _ember.resolve_hook_name(full, *self._sites)
+            except _ember.EmberError as e:
+                if "not a site Ember knows" not in str(e):
+                    raise
+        return None
+
     # -- helpers ------------------------------------------------------------------------
     def _stage_list(self, stages) -> str:
         if isinstance(stages, str) and stages == "all":
@@ -251,11 +276,17 @@ class Model:
                 raise TypeError(f"hooks[{key!r}]: {fn!r} is not callable")
             name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
             if isinstance(key, str):
-                out.append((key, None, fn, name))
+                site = None if key in _STAGE_NAMES else self.hook_site(key)
+                out.append((*(site or (key, None)), fn, name))
                 continue
             if not (isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], str)):
                 raise TypeError(f"hooks: key {key!r} is not (stage, layer) or a stage name")
             stage, layer = key
+            if stage not in _STAGE_NAMES and isinstance(layer, (int, np.integer)) and not isinstance(layer, bool):
+                site = self.hook_site(stage, int(layer))
+                if site is not None:
+                    out.append((*site, fn, name))
+                    continue
             if layer == "all":
                 out.extend((stage, l, fn, name) for l in range(self.n_layers))
             elif layer is None or (isinstance(layer, (int, np.integer)) and not isinstance(layer, bool)):
@@ -277,7 +308,12 @@ class Model:
         logits = None
         if r["logits"] is not None:
             logits = activation(r["logits"]["array"], origin(dict(r["logits"], stage="logits")))
-        return logits, Cache(entries)
+        return logits, Cache(entries, resolve_alias=self._cache_alias)
+
+    def _cache_alias(self, stage, layer):
+        if stage in _STAGE_NAMES:
+            return None
+        return self.hook_site(stage, layer)
 
 
 def _text(text) -> str:

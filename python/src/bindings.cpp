@@ -13,6 +13,8 @@
 #include <boost/json/serialize.hpp>
 #include <fmt/format.h>
 
+#include <csignal>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -22,6 +24,7 @@
 #include "extract/dataset_extraction.hpp"
 #include "extract/manifest.hpp"
 #include "extract/selection.hpp"
+#include "hooks/hook_names.hpp"
 #include "model_handle.hpp"
 #include "models/family.hpp"
 #include "python_hooks.hpp"
@@ -187,6 +190,28 @@ py::dict generate(ModelHandle& handle, const std::string& prompt, std::size_t ma
     return out;
 }
 
+// The interpreter's SIGINT and SIGTERM handlers, put back when a run that writes a
+// directory returns: the engine's run directory installs its own (remove the temporaries,
+// then die by the signal, right for the CLI), which would make a notebook's interrupt
+// kill the kernel from then on.
+class KeepSignalHandlers {
+public:
+    KeepSignalHandlers() {
+        ::sigaction(SIGINT, nullptr, &int_);
+        ::sigaction(SIGTERM, nullptr, &term_);
+    }
+    ~KeepSignalHandlers() {
+        ::sigaction(SIGINT, &int_, nullptr);
+        ::sigaction(SIGTERM, &term_, nullptr);
+    }
+    KeepSignalHandlers(const KeepSignalHandlers&) = delete;
+    KeepSignalHandlers& operator=(const KeepSignalHandlers&) = delete;
+
+private:
+    struct sigaction int_ {};
+    struct sigaction term_ {};
+};
+
 // ember extract --dataset FILE --out DIR ...: the run config config_from_options builds
 // (app/cmd_extract.cpp), run by the CLI's own execute_dataset_run.
 py::dict extract_dataset(ModelHandle& handle, const std::string& dataset, const std::string& out, const std::string& stages,
@@ -222,6 +247,7 @@ py::dict extract_dataset(ModelHandle& handle, const std::string& dataset, const 
     options.overwrite = overwrite;
     extract::DatasetResult r;
     {
+        const KeepSignalHandlers keep;
         py::gil_scoped_release released;
         r = app::execute_dataset_run(handle.model(), c, options);
     }
@@ -248,6 +274,16 @@ std::string info_json(const ModelHandle& handle) {
     o["route"] = handle.options().route;
     o["threads"] = handle.threads();
     return boost::json::serialize(o);
+}
+
+// A hook name of another tool (blocks.5.hook_resid_post, model.layers.5.mlp) as
+// (stage, layer or None), from the engine's one table (hooks/hook_names.hpp), checked
+// against a model's layer count and block post-norms.
+py::tuple resolve_hook_name(const std::string& name, std::uint32_t n_layers, bool block_post_norms) {
+    const hooks::HookSite site = hooks::resolve_hook_name(name);
+    hooks::check_hook_site(name, site, n_layers, block_post_norms);
+    return py::make_tuple(std::string(hooks::stage_name(site.stage)),
+                          site.layer ? py::object(py::int_(*site.layer)) : py::object(py::none()));
 }
 
 py::list tensor_stages() {
@@ -291,6 +327,7 @@ PYBIND11_MODULE(_ember, m) {
         }
     });
 
+    m.def("resolve_hook_name", &resolve_hook_name, py::arg("name"), py::arg("n_layers"), py::arg("block_post_norms"));
     m.def("tensor_stages", &tensor_stages, "every tensor stage: name, layer_stage, read_only, shape, meaning");
     m.def("has_route", [](const std::string& name) {
         const auto route = ember::runtime::route_from_name(name);
@@ -311,6 +348,10 @@ PYBIND11_MODULE(_ember, m) {
         .def_property_readonly("n_layers", [](const ModelHandle& h) { return h.model().model->config().n_layers; })
         .def_property_readonly("n_vocab", [](const ModelHandle& h) { return h.model().model->config().n_vocab; })
         .def("info_json", &info_json)
+        // Gemma 4 is the family whose attention and MLP outputs are post-normed before the
+        // residual add (docs/extraction.md's stage table), which some hook names depend on.
+        .def_property_readonly("block_post_norms",
+                               [](const ModelHandle& h) { return h.model().model->config().family == ember::models::Family::Gemma4; })
         .def(
             "tokenize",
             [](const ModelHandle& h, const std::string& text, bool special, const std::optional<bool>& add_bos) {

@@ -43,7 +43,7 @@ def ember_binary() -> str:
 
 
 def plugin(name: str) -> str:
-    path = os.path.join(os.environ.get("EMBER_PLUGIN_DIR") or os.path.join(ROOT, "build", "plugins"), f"lib{name}.so")
+    path = os.path.abspath(os.path.join(os.environ.get("EMBER_PLUGIN_DIR") or os.path.join(ROOT, "build", "plugins"), f"lib{name}.so"))
     if not os.path.exists(path):
         pytest.fail(f"plugin {path} is not built (cmake --build build --target {name})")
     return path

@@ -152,3 +152,46 @@ def _flip(path, offset):
 def _append(path, extra):
     with open(path, "ab") as f:
         f.write(extra)
+
+
+def test_open_run_reads_merged_shards_as_the_unsharded_run(ember_mod, cli_run, tmp_path):
+    # Rung: smoke. ember merge writes the unsharded run's directory: open_run reads it as one.
+    for k in range(2):
+        run_cli("extract", "--model", model_path(MODEL), "--dataset", str(cli_run / "roots.jsonl"), "--out",
+                str(tmp_path / f"shard{k}"), "--stages", "after_layer,after_mlp", "--layers", "0,2", "--logit-lens", "3",
+                "--route", "fast", "--batch-tokens", "16", "--shard", f"{k}/2")
+    run_cli("merge", str(tmp_path / "shard0"), str(tmp_path / "shard1"), "--out", str(tmp_path / "merged"))
+    merged, whole = ember_mod.open_run(tmp_path / "merged"), ember_mod.open_run(cli_run / "cli")
+    assert merged.array("after_mlp", 2).tobytes() == whole.array("after_mlp", 2).tobytes()
+    assert len(merged.samples) == len(SAMPLES)
+
+
+def test_read_sweep_summary(ember_mod, tmp_path):
+    # Rung: smoke. The summary `ember sweep` writes, as records.
+    config = tmp_path / "one.toml"
+    config.write_text(f'[model]\npath = "{model_path("stories260K")}"\n[prompt]\ntext = "Once"\n'
+                      f'[generation]\nmax_tokens = 2\n[output]\ndir = "{tmp_path / "out"}"\n[hooks]\ndefaults = false\n')
+    run_cli("sweep", str(config), "--summary", str(tmp_path / "s.csv"))
+    run_cli("sweep", str(config), "--summary", str(tmp_path / "s.json"))
+    for name in ("s.csv", "s.json"):
+        records = ember_mod.read_sweep_summary(tmp_path / name)
+        records = records if isinstance(records, list) else records.to_dict("records")
+        assert len(records) == 1 and records[0]["config"].endswith("one.toml")
+        assert records[0]["outcome"] in ("ok", "skipped")
+
+
+def test_extract_leaves_the_interpreters_signal_handlers(ember_mod, cli_run, tmp_path):
+    # Rung: smoke. The engine's run directory installs SIGINT/SIGTERM cleanup handlers
+    # for the CLI; in Python, Ctrl-C must stay a KeyboardInterrupt, not kill the process.
+    import signal
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    with ember_mod.Model(model_path("stories260K")) as m:
+        m.extract(cli_run / "roots.jsonl", tmp_path / "r")
+        m.score("Once upon", " a time")
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+    # The C-level handler too: raising SIGINT gives Python's KeyboardInterrupt.
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):
+            pass

@@ -213,7 +213,7 @@ private:
         // An extraction's layers and positions are checked before anything is written.
         if (config_.output.extract)
             extractor_.emplace(extract::resolve(config_.output, model_.model->config(), encoded_.text, encoded_.tokens));
-        inputs_record_ = extract::inputs_json(extract::collect_inputs(config_, model_.sha256));
+        inputs_ = extract::collect_inputs(config_, model_.sha256);
         parts_.trace = &outcome_.trace;
         parts_.inputs = &inputs_record_;
         parts_.ctx = config_.model.ctx != 0 ? config_.model.ctx : runtime::default_context_length(model_.model->config());
@@ -236,6 +236,8 @@ private:
 
     // The journal, the experiments (created, on_model_loaded) and the session.
     void load() {
+        experiments::RunInfo info = run_info();
+        inputs_record_ = extract::inputs_json(inputs_);
         parts_.failed_during = "setup";
         session_options_.route = *runtime::route_from_name(config_.model.route);     // the parser checked the name
         session_options_.kv_type = *kernels::kv_type_from_name(config_.model.kv_type);  // so did it this one
@@ -249,7 +251,7 @@ private:
                 &journal_.emplace(directory_ ? directory_->place(config_.tracing.path) : config_.tracing.path);
         if (!config_.experiments.empty()) {
             runner_ = std::make_unique<experiments::ExperimentRunner>(
-                experiments::specs_from_config(config_), run_info(),
+                experiments::specs_from_config(config_), std::move(info),
                 experiments::RunnerOptions{config_.hooks.failure, config_.hooks.timeout_ms, {}, stages_,
                                            lifecycle_policy(config_, model_)});
             runner_->on_model_loaded(model_.model->config());
@@ -427,6 +429,7 @@ private:
     std::string prompt_;
     extract::EncodedPrompt encoded_;
     std::optional<extract::Extractor> extractor_;
+    std::vector<extract::InputFile> inputs_;
     json::array inputs_record_;
     std::optional<extract::RunDirectoryWriter> directory_;
     runtime::SessionOptions session_options_;

@@ -55,9 +55,9 @@ fs::path dataset_config(const fs::path& dir, const std::string& name, const std:
     return config;
 }
 
-// The hostile plugin acting at the third sample's after_mlp of layer 0, while `trigger` exists.
-std::string hostile_at_third_sample(const std::string& act, const fs::path& trigger, const std::string& more = "") {
-    return experiment(test_plugin("hostile"),
+// The saboteur acting at the third sample's after_mlp of layer 0, while `trigger` exists.
+std::string saboteur_at_third_sample(const std::string& act, const fs::path& trigger, const std::string& more = "") {
+    return experiment(test_plugin("saboteur"),
                       fmt::format("act = \"{}\"\nstage = \"after_mlp\"\nlayer = 0\ncalls = 3\ntrigger = {}\n{}", act,
                                   toml_literal(trigger.string()), more));
 }
@@ -89,7 +89,7 @@ struct DatasetCase {
     const char* act;
     std::string hooks;        // a [hooks] table
     std::string outcome;
-    std::string what;         // the error after "DATA:3: sample c: experiment 'hostile' "
+    std::string what;         // the error after "DATA:3: sample c: experiment 'saboteur' "
 };
 
 }  // namespace
@@ -109,14 +109,14 @@ TEST_CASE("a dataset run whose experiment crashes, exits or loops: exit 1, a rec
     for (const DatasetCase& c : cases) {
         CAPTURE(c.act);
         write_text(trigger, "");
-        const fs::path config = dataset_config(dir.path(), c.act, c.hooks + hostile_at_third_sample(c.act, trigger));
+        const fs::path config = dataset_config(dir.path(), c.act, c.hooks + saboteur_at_third_sample(c.act, trigger));
         const fs::path out = dir.path() / c.act;
         const auto start = Clock::now();
         const CommandResult crashed = ember(fmt::format("extract {}", shell_quote(config.string())));
         CHECK(std::chrono::duration<double>(Clock::now() - start).count() < 20);
         CHECK_MESSAGE(crashed.exit_code == 1, crashed.output);
         const std::string error = error_line(crashed.output);
-        const std::string sample = fmt::format("{}:3: sample c: experiment 'hostile' ", (dir.path() / "data.jsonl").string());
+        const std::string sample = fmt::format("{}:3: sample c: experiment 'saboteur' ", (dir.path() / "data.jsonl").string());
         CHECK_MESSAGE(error.starts_with(sample + c.what), error);
         REQUIRE(fs::exists(out / "run.json"));
         const json::object record = read_json(out / "run.json");
@@ -124,7 +124,7 @@ TEST_CASE("a dataset run whose experiment crashes, exits or loops: exit 1, a rec
         CHECK(str(record.at("outcome")) == c.outcome);
         CHECK(str(record.at("error")) == error);
         const json::value& stage = record.at("crash").at("stage");
-        CHECK(str(stage.at("experiment")) == "hostile");
+        CHECK(str(stage.at("experiment")) == "saboteur");
         CHECK(str(stage.at("stage")) == "after_mlp");
         CHECK(str(stage.at("sample").at("id")) == "c");
         CHECK(stage.at("sample").at("index").to_number<int>() == 2);
@@ -153,7 +153,7 @@ TEST_CASE("a sweep of dataset runs: a crashing one is that run's failure, the ot
     const fs::path configs = dir.path() / "configs";
     fs::create_directories(configs);
     dataset_config(configs, "0", experiment(builtin_plugin("finite-check")));
-    dataset_config(configs, "1", hostile_at_third_sample("segv", trigger));
+    dataset_config(configs, "1", saboteur_at_third_sample("segv", trigger));
     dataset_config(configs, "2", experiment(builtin_plugin("finite-check")));
     write_dataset(configs / "data.jsonl");
     const fs::path summary = dir.path() / "summary.json";
@@ -166,7 +166,7 @@ TEST_CASE("a sweep of dataset runs: a crashing one is that run's failure, the ot
     CHECK(str(rows[0].at("outcome")) == "ok");
     CHECK(str(rows[2].at("outcome")) == "ok");
     CHECK(str(rows[1].at("error")) ==
-          fmt::format("{}:3: sample c: experiment 'hostile' crashed (SIGSEGV) in after_mlp (phase=prefill, layer=0)",
+          fmt::format("{}:3: sample c: experiment 'saboteur' crashed (SIGSEGV) in after_mlp (phase=prefill, layer=0)",
                       (configs / "data.jsonl").string()));
     CHECK(str(read_json(configs / "1" / "run.json").at("outcome")) == "crashed");
 }
@@ -175,19 +175,19 @@ TEST_CASE("forged control messages are not believed: the run is crashed with the
     const std::string base = run_config(stories(), "Once upon a time", 3);
     {
         TempDir dir;
-        const EmberRun run = ember_run(dir, base + experiment(test_plugin("hostile"),
+        const EmberRun run = ember_run(dir, base + experiment(test_plugin("saboteur"),
                                                               "act = \"forge_failed\"\nstage = \"after_mlp\"\nlayer = 0"));
         CHECK(run.exit_code == 1);
         CHECK_MESSAGE(run.err.find("error: all is well") == std::string::npos, run.err);  // the forged message
         REQUIRE_MESSAGE(run.has_report, run.err);
         CHECK(str(run.report.at("outcome")) == "crashed");
         CHECK(str(run.report.at("crash").at("signal")) == "SIGSEGV");
-        CHECK(str(run.report.at("error")).starts_with("experiment 'hostile' crashed (SIGSEGV) in after_mlp (phase=prefill, layer=0)"));
+        CHECK(str(run.report.at("error")).starts_with("experiment 'saboteur' crashed (SIGSEGV) in after_mlp (phase=prefill, layer=0)"));
     }
     {
         TempDir dir;
         const EmberRun run =
-            ember_run(dir, base + experiment(test_plugin("hostile"), "act = \"garbage\"\nstage = \"after_mlp\"\nlayer = 0"));
+            ember_run(dir, base + experiment(test_plugin("saboteur"), "act = \"garbage\"\nstage = \"after_mlp\"\nlayer = 0"));
         CHECK(run.exit_code == 1);
         REQUIRE_MESSAGE(run.has_report, run.err);
         CHECK(str(run.report.at("outcome")) == "crashed");
@@ -202,7 +202,7 @@ TEST_CASE("a child a plugin forks does not outlive the run: no lock held, nothin
     const fs::path orphan = dir.path() / "out" / "orphan.txt";
     const EmberRun run = ember_run(
         dir, run_config(stories(), "Once upon a time", 2) +
-                 experiment(test_plugin("hostile"), fmt::format("act = \"fork_orphan\"\nstage = \"create\"\norphan_ms = 1500\n"
+                 experiment(test_plugin("saboteur"), fmt::format("act = \"fork_orphan\"\nstage = \"create\"\norphan_ms = 1500\n"
                                                                 "orphan_path = {}",
                                                                 toml_literal(orphan.string()))));
     REQUIRE_MESSAGE(run.exit_code == 0, run.err);
@@ -280,7 +280,7 @@ TEST_CASE("SIGTERM to ember reaches a worker that ignores it, SIGKILL follows, r
     const fs::path pid_file = dir.path() / "plugin.pid";
     write_text(dir.path() / "run.toml",
                run_config(stories(), "Once upon a time", 3) +
-                   experiment(test_plugin("hostile"), fmt::format("act = \"ignore_signals\"\nstage = \"after_mlp\"\n"
+                   experiment(test_plugin("saboteur"), fmt::format("act = \"ignore_signals\"\nstage = \"after_mlp\"\n"
                                                                   "layer = 0\npid_file = {}",
                                                                   toml_literal(pid_file.string()))));
     interrupt(start_ember(dir.path(), {"run", "run.toml"}), SIGTERM, pid_file);
@@ -289,7 +289,7 @@ TEST_CASE("SIGTERM to ember reaches a worker that ignores it, SIGKILL follows, r
     CHECK(str(report.at("outcome")) == "interrupted");
     CHECK(str(report.at("crash").at("interrupted_by")) == "SIGTERM");
     CHECK(str(report.at("crash").at("signal")) == "SIGKILL");  // it ignored SIGTERM: killed after the grace period
-    CHECK_MESSAGE(str(report.at("error")).starts_with("the run was interrupted (SIGTERM); experiment 'hostile' was in "
+    CHECK_MESSAGE(str(report.at("error")).starts_with("the run was interrupted (SIGTERM); experiment 'saboteur' was in "
                                                       "after_mlp (phase=prefill, layer=0); its worker was still running"),
                   str(report.at("error")));
     CHECK(!fs::exists(dir.path() / "out" / "manifest.json"));
@@ -301,7 +301,7 @@ TEST_CASE("SIGINT to a dataset run: interrupted at its sample, and the re-run re
     const fs::path trigger = dir.path() / "trigger", pid_file = dir.path() / "plugin.pid";
     write_text(trigger, "");
     const fs::path config = dataset_config(
-        dir.path(), "out", hostile_at_third_sample("ignore_signals", trigger, "pid_file = " + toml_literal(pid_file.string())));
+        dir.path(), "out", saboteur_at_third_sample("ignore_signals", trigger, "pid_file = " + toml_literal(pid_file.string())));
     interrupt(start_ember(dir.path(), {"extract", config.string()}), SIGINT, pid_file);
     const json::object record = read_json(dir.path() / "out" / "run.json");
     CHECK(str(record.at("outcome")) == "interrupted");

@@ -189,6 +189,12 @@ int run_extract(const std::vector<std::string>& args) {
         config = config_from_options(vm);
     }
 
+    // A single-prompt extraction loads no experiment (run_extraction has no hooks for
+    // them): a config that composes some is `ember run`'s, which supervises them.
+    if (!config.dataset.path && !config.experiments.empty())
+        throw UsageError(fmt::format("ember extract: {} composes {} experiment(s) ([[experiment]]): a single-prompt "
+                                     "run with experiments is `ember run {}` with [output] extract = true",
+                                     config.source.string(), config.experiments.size(), config.source.string()));
     const extract::LoadedModel model(config.model.path, parse_arch(config.model.arch));
     if (config.dataset.path) return run_dataset(model, config, vm["json"].as<bool>());
     extract::ExtractionOptions extraction;

@@ -145,6 +145,18 @@ TEST_CASE("a dataset run whose experiment crashes, exits or loops: exit 1, a rec
     }
 }
 
+TEST_CASE("ember extract of a single-prompt config with experiments is refused, not run without them") {
+    TempDir dir;
+    write_text(dir.path() / "one.toml",
+               run_config(stories(), "Once upon a time", 1) + experiment(test_plugin("saboteur"), "act = \"segv\""));
+    const CommandResult r = ember(fmt::format("extract {}", shell_quote((dir.path() / "one.toml").string())));
+    CHECK(r.exit_code == 2);
+    CHECK_MESSAGE(r.output.find("composes 1 experiment(s) ([[experiment]]): a single-prompt run with experiments is "
+                                "`ember run ") != std::string::npos,
+                  r.output);
+    CHECK(!fs::exists(dir.path() / "out"));
+}
+
 TEST_CASE("a sweep of dataset runs: a crashing one is that run's failure, the others finish") {
     TempDir dir;
     write_dataset(dir.path() / "data.jsonl");

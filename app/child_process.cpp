@@ -83,6 +83,10 @@ int wait_for(pid_t pid) {
     return status;
 }
 
+namespace {
+constexpr int kGroupExitWaitMs = 2000;
+}  // namespace
+
 ProcessGroup::~ProcessGroup() {
     if (status_) return;
     signal(SIGKILL);
@@ -109,6 +113,10 @@ int ProcessGroup::finish() {
     }
     signal(SIGKILL);  // what it forked and left behind
     status_ = wait_for(pid_);
+    // SIGKILL is delivered, not yet acted on: wait (a bounded time) until the group is
+    // gone, so that no process of it still holds a descriptor (a directory's lock) once
+    // this returns. Its processes are others' children now (init's): they are reaped there.
+    for (int waited_ms = 0; ::kill(-pid_, 0) == 0 && waited_ms < kGroupExitWaitMs; ++waited_ms) ::usleep(1000);
     return *status_;
 }
 

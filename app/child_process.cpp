@@ -45,8 +45,13 @@ pid_t spawn_self(const std::vector<std::string>& args, const std::vector<ChildFd
     std::vector<char*> argv;
     for (auto& a : argv_strings) argv.push_back(a.data());
     argv.push_back(nullptr);
+    posix_spawnattr_t attributes;
+    posix_spawnattr_init(&attributes);
+    if (error == 0) error = posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+    if (error == 0) error = posix_spawnattr_setpgroup(&attributes, 0);  // a group of its own, led by the child
     pid_t pid = -1;
-    if (error == 0) error = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
+    if (error == 0) error = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, argv.data(), environ);
+    posix_spawnattr_destroy(&attributes);
     posix_spawn_file_actions_destroy(&actions);
     close_copies();
     if (error != 0) throw Error(fmt::format("cannot start a worker process: {}", std::strerror(error)));
@@ -78,6 +83,43 @@ int wait_for(pid_t pid) {
     return status;
 }
 
+namespace {
+constexpr int kGroupExitWaitMs = 2000;
+}  // namespace
+
+ProcessGroup::~ProcessGroup() {
+    if (status_) return;
+    signal(SIGKILL);
+    try {
+        finish();
+    } catch (...) {
+    }
+}
+
+void ProcessGroup::signal(int signal_number) const { ::kill(-pid_, signal_number); }
+
+bool ProcessGroup::ended() const {
+    if (status_) return true;
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0) return false;
+    return info.si_pid == pid_;
+}
+
+int ProcessGroup::finish() {
+    if (status_) return *status_;
+    siginfo_t info{};
+    while (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT) != 0) {
+        if (errno != EINTR) throw Error(fmt::format("cannot wait for process {}: {}", pid_, std::strerror(errno)));
+    }
+    signal(SIGKILL);  // what it forked and left behind
+    status_ = wait_for(pid_);
+    // SIGKILL is delivered, not yet acted on: wait (a bounded time) until the group is
+    // gone, so that no process of it still holds a descriptor (a directory's lock) once
+    // this returns. Its processes are others' children now (init's): they are reaped there.
+    for (int waited_ms = 0; ::kill(-pid_, 0) == 0 && waited_ms < kGroupExitWaitMs; ++waited_ms) ::usleep(1000);
+    return *status_;
+}
+
 CapturedChild run_self_captured(const std::vector<std::string>& args, int limit_ms) {
     const auto [out_r, out_w] = cloexec_pipe();
     const auto [err_r, err_w] = cloexec_pipe();
@@ -88,6 +130,7 @@ CapturedChild run_self_captured(const std::vector<std::string>& args, int limit_
         for (int fd : {out_r, out_w, err_r, err_w}) ::close(fd);
         throw;
     }
+    ProcessGroup child(pid);
     ::close(out_w);
     ::close(err_w);
     CapturedChild result;
@@ -99,7 +142,7 @@ CapturedChild run_self_captured(const std::vector<std::string>& args, int limit_
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) {
             result.timed_out = true;
-            ::kill(pid, SIGKILL);
+            child.signal(SIGKILL);
             break;
         }
         if (::poll(fds, 2, static_cast<int>(left.count())) < 0 && errno != EINTR) break;
@@ -118,7 +161,7 @@ CapturedChild run_self_captured(const std::vector<std::string>& args, int limit_
     }
     for (const pollfd& p : fds)
         if (p.fd >= 0) ::close(p.fd);
-    result.status = wait_for(pid);
+    result.status = child.finish();
     return result;
 }
 

@@ -22,7 +22,9 @@ struct ChildFd {
     int target;  // its number in the child (2 for its stderr, or >= 3)
 };
 
-// Starts /proc/self/exe with `args` (without argv[0]); `stdout_fd`, when set, becomes the
+// Starts /proc/self/exe with `args` (without argv[0]) in a process group of its own (so a
+// terminal's Ctrl-C reaches only this process, which passes it on, and everything the
+// child forks can be ended with it: ProcessGroup); `stdout_fd`, when set, becomes the
 // child's stdout. Throws ember::Error when the child cannot be started.
 pid_t spawn_self(const std::vector<std::string>& args, const std::vector<ChildFd>& fds, std::optional<int> stdout_fd);
 
@@ -38,8 +40,33 @@ std::pair<int, int> cloexec_pipe();
 // Waits for `pid` (retrying on EINTR); the waitpid status.
 int wait_for(pid_t pid);
 
+// A child spawn_self started, the leader of its process group. The group ends with the
+// child: finish() (and the destructor, for a caller leaving early) kills whatever is left
+// of the group once the leader ended, so a process a plugin forked (that stayed in the
+// group) never outlives its run, writes into its sealed directory or holds its lock.
+class ProcessGroup {
+public:
+    explicit ProcessGroup(pid_t leader) : pid_(leader) {}
+    ~ProcessGroup();  // SIGKILL to the group and the leader reaped, unless finish() did it
+    ProcessGroup(const ProcessGroup&) = delete;
+    ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+    pid_t pid() const { return pid_; }
+    void signal(int signal_number) const;  // to every process of the group
+    // True once the leader ended (without reaping it: while it is a zombie its pid, the
+    // group's id, cannot be given to another process).
+    bool ended() const;
+    // Waits for the leader to end, kills what is left of its group, reaps the leader: its
+    // waitpid status.
+    int finish();
+
+private:
+    pid_t pid_;
+    std::optional<int> status_;
+};
+
 // Runs /proc/self/exe with `args` to its end and returns what it wrote; one still
-// running after `limit_ms` is killed (timed_out).
+// running after `limit_ms` is killed with its whole process group (timed_out).
 struct CapturedChild {
     int status = 0;  // waitpid status
     bool timed_out = false;

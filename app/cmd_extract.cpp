@@ -18,7 +18,7 @@
 #include "commands.hpp"
 #include "common/error.hpp"
 #include "config/run_config.hpp"
-#include "dataset_job.hpp"
+#include "run_pipeline.hpp"
 #include "extract/extraction.hpp"
 #include "extract/selection.hpp"
 #include "sweep_shard.hpp"
@@ -99,11 +99,12 @@ config::RunConfig config_from_options(const po::variables_map& vm) {
     return c;
 }
 
-// Experiments on a dataset: loaded once, called per sample (docs/extraction.md).
+// Experiments on a dataset: loaded once, called per sample (docs/extraction.md), in a
+// supervised worker (run_pipeline.hpp).
 int run_dataset(const extract::LoadedModel& model, const config::RunConfig& config, bool json) {
     extract::DatasetRunOptions options;
     options.progress = !json;
-    const extract::DatasetResult r = execute_dataset_run(model, config, options);
+    const extract::DatasetResult r = execute_dataset_run(model, config, options, supervision_for(config));
     const double seconds = std::max(r.seconds, 1e-9);
     if (json) {
         print_json(boost::json::object{{"dir", r.dir.string()},
@@ -188,6 +189,12 @@ int run_extract(const std::vector<std::string>& args) {
         config = config_from_options(vm);
     }
 
+    // A single-prompt extraction loads no experiment (run_extraction has no hooks for
+    // them): a config that composes some is `ember run`'s, which supervises them.
+    if (!config.dataset.path && !config.experiments.empty())
+        throw UsageError(fmt::format("ember extract: {} composes {} experiment(s) ([[experiment]]): a single-prompt "
+                                     "run with experiments is `ember run {}` with [output] extract = true",
+                                     config.source.string(), config.experiments.size(), config.source.string()));
     const extract::LoadedModel model(config.model.path, parse_arch(config.model.arch));
     if (config.dataset.path) return run_dataset(model, config, vm["json"].as<bool>());
     extract::ExtractionOptions extraction;

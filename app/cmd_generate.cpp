@@ -21,7 +21,7 @@
 #include "config/run_config.hpp"
 #include "generation_output.hpp"
 #include "models/family.hpp"
-#include "run_job.hpp"
+#include "run_pipeline.hpp"
 #include "runtime/generate.hpp"
 #include "runtime/session.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -108,7 +108,7 @@ int run_generate(const std::vector<std::string>& args) {
     RunOptions run_options;
     run_options.record = false;
     if (!as_json) run_options.on_token = std::ref(print_token);
-    const RunOutcome outcome = execute_run(config, model, run_options);
+    const RunOutcome outcome = execute_run(config, model, run_options, supervision_for(config, run_options));
     const runtime::GenerationResult& result = outcome.result;
     const std::vector<std::int32_t>& prompt_tokens = outcome.prompt_tokens;
     const double total_ms = ms_since(start);

@@ -1,9 +1,11 @@
-// ember plugins validate PLUGIN.so... [--json]
+// ember plugins validate PLUGIN.so... [--json] [--timeout-s N]
 // Checks each plugin's descriptor (the ABI checks of PluginLibrary::load) in a child
 // process, then prints it: name, version, description, ABI version and implemented
 // stages. The plugin is never instantiated, and its own code (static constructors) runs
 // only in the child: a plugin that crashes or hangs while loading is reported by name
-// ("plugin 'PATH' crashed (SIGSEGV) while loading"). Exit 1 when a plugin is refused.
+// ("plugin 'PATH' crashed (SIGSEGV) while loading"), and one still loading after
+// --timeout-s seconds (default 10) is ended with everything it forked ("plugin 'PATH' was
+// still loading after 10 s"). Exit 1 when a plugin is refused.
 #include <fmt/format.h>
 #include <sys/wait.h>
 
@@ -18,8 +20,8 @@ namespace {
 
 namespace json = boost::json;
 
-// How long loading one plugin may take before the child inspecting it is ended.
-constexpr int kInspectLimitMs = 30'000;
+// How long loading one plugin may take, by default, before the child inspecting it is ended.
+constexpr long long kDefaultInspectLimitS = 10;
 
 json::object describe(const experiments::PluginLibrary& plugin) {
     json::array stages;
@@ -50,12 +52,12 @@ void print_text(const json::object& plugin) {
 }
 
 // The descriptor as the child process saw it; ember::Error naming the plugin otherwise.
-json::object inspect_in_child(const std::string& path) {
-    const CapturedChild child = run_self_captured({"plugins", "inspect-in-this-process", path}, kInspectLimitMs);
+json::object inspect_in_child(const std::string& path, long long limit_s) {
+    const CapturedChild child =
+        run_self_captured({"plugins", "inspect-in-this-process", path}, static_cast<int>(limit_s * 1000));
     const std::string name = std::filesystem::absolute(path).lexically_normal().string();
     if (child.timed_out)
-        throw Error(fmt::format("plugin '{}' was still loading after {} s (its static constructors?)", name,
-                                kInspectLimitMs / 1000));
+        throw Error(fmt::format("plugin '{}' was still loading after {} s (its static constructors?)", name, limit_s));
     if (WIFEXITED(child.status) && WEXITSTATUS(child.status) == kExitOk) {
         boost::system::error_code ec;
         json::value described = json::parse(child.out, ec);
@@ -83,7 +85,9 @@ int run_plugins(const std::vector<std::string>& args) {
         return kExitOk;
     }
     po::options_description options("ember plugins validate PLUGIN.so... [--json]");
-    options.add_options()("json", "print the descriptors as JSON");
+    options.add_options()("json", "print the descriptors as JSON")(
+        "timeout-s", po::value<long long>()->default_value(kDefaultInspectLimitS),
+        "end the loading of a plugin still going after this many seconds (1 to 3600)");
     po::options_description hidden;
     hidden.add_options()("action", po::value<std::string>(), "")("plugin", po::value<std::vector<std::string>>(), "");
     po::options_description all;
@@ -98,10 +102,12 @@ int run_plugins(const std::vector<std::string>& args) {
     if (action != "validate") throw UsageError(fmt::format("ember plugins: unknown action '{}' (validate)", action));
     if (!vm.count("plugin")) throw UsageError("ember plugins validate: give at least one plugin .so");
 
+    const long long limit_s = vm["timeout-s"].as<long long>();
+    if (limit_s < 1 || limit_s > 3600) throw UsageError("ember plugins validate: --timeout-s must be in [1, 3600]");
     json::array described;
     bool first = true;
     for (const auto& path : vm["plugin"].as<std::vector<std::string>>()) {
-        json::object plugin = inspect_in_child(path);
+        json::object plugin = inspect_in_child(path, limit_s);
         if (vm.count("json")) {
             described.push_back(std::move(plugin));
             continue;

@@ -19,7 +19,7 @@
 #include "common/error.hpp"
 #include "config/run_config.hpp"
 #include "generation_output.hpp"
-#include "run_job.hpp"
+#include "run_pipeline.hpp"
 #include "supervised_run.hpp"
 
 namespace ember::app {
@@ -64,15 +64,16 @@ int run_run(const std::vector<std::string>& args) {
         config.tracing.path = std::filesystem::absolute(vm["trace"].as<std::string>()).lexically_normal();
     }
 
-    // The plugins are loaded by the supervised worker (supervised_run.hpp), never here: a
-    // plugin that cannot be loaded stops the run there before anything is written.
+    // With experiments the run happens in a supervised worker (run_pipeline.hpp), which
+    // loads the plugins, never here: a plugin that cannot be loaded stops the run there
+    // before anything is written.
     const LoadedModel model(config.model.path, family_from_config(config));
     TextPrinter print_token(model.tokenizer);
     RunOptions run_options;
     run_options.on_token = std::ref(print_token);
     RunOutcome outcome;
     try {
-        outcome = execute_run(config, model, run_options);
+        outcome = execute_run(config, model, run_options, supervision_for(config, run_options));
     } catch (...) {
         if (print_token.printed_any()) std::fputs("\n", stdout);  // end the partial text's line
         throw;

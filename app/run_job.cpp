@@ -21,7 +21,6 @@
 #include "hooks/hook_chain.hpp"
 #include "generation_output.hpp"
 #include "runtime/session.hpp"
-#include "supervised_run.hpp"
 
 namespace ember::app {
 namespace {
@@ -35,7 +34,8 @@ experiments::StopReason experiment_stop_reason(runtime::StopReason reason) {
         case runtime::StopReason::EndOfGeneration: return experiments::StopReason::EndOfGeneration;
         case runtime::StopReason::Skipped: return experiments::StopReason::Skipped;
     }
-    return experiments::StopReason::MaxTokens;
+    throw Error(fmt::format("the generation ended with stop reason {}, which the experiments' ABI has no code for",
+                            static_cast<int>(reason)));
 }
 
 // What the lifecycle services may do in this run: an extraction needs the evaluation.
@@ -180,244 +180,309 @@ std::string make_run_id() {
     return fmt::format("{}-{:08x}", stamp, random());
 }
 
-RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model, const RunOptions& options) {
-    // Experiments are other people's code: their run happens in a worker this process supervises.
-    if (!config.experiments.empty() && options.progress == nullptr && options.observer == nullptr)
-        return supervise_run(config, model, options);
-    const auto start = Clock::now();
-    const std::string config_hash = config::config_hash(config);
-    const models::ModelConfig& model_config = model.model->config();
+namespace {
 
-    RunOutcome outcome;
-    outcome.run_id = options.run_id.empty() ? make_run_id() : options.run_id;
-    outcome.route = config.model.route;
-    outcome.config_hash = config_hash;
-    outcome.threads = extract::effective_threads(config.model.threads);
-    // Hashed before they are read: a change while the run reads them fails it (check_inputs_unchanged).
-    std::vector<extract::InputFile> inputs =
-        extract::collect_inputs(config, model.sha256, model.file.mapping()->state());
-    std::string prompt = extract::read_prompt(config.prompt);  // an experiment may rewrite it (before_prefill)
-    extract::EncodedPrompt encoded = extract::encode_prompt(model.tokenizer, prompt, config.prompt.add_bos);
-    outcome.prompt_tokens = encoded.ids;
-    // An extraction's layers and positions are checked before anything is written.
-    std::optional<extract::Extractor> extractor;
-    if (config.output.extract) extractor.emplace(extract::resolve(config.output, model_config, encoded.text, encoded.tokens));
-    // The SAEs are loaded and checked against the model before anything is written; each
-    // file they were read from is an input of the run.
-    const std::vector<features::Sae> saes = load_saes(config, model_config);
-    for (std::size_t i = 0; i < saes.size(); ++i)
-        for (const features::SaeInput& file : saes[i].inputs) {
-            extract::InputFile input = extract::input_file("sae", file.path);
-            input.key = fmt::format("saes[{}]", i);
-            inputs.push_back(std::move(input));
+// One run in this process, step by step (run_job.hpp lists the steps). The members are
+// what the steps hand on to each other; `failed_during` names the step a failure stops.
+class RunPipeline {
+public:
+    RunPipeline(const config::RunConfig& config, const LoadedModel& model, const RunOptions& options,
+                experiments::StageRecord* stages)
+        : config_(config), model_(model), options_(options), stages_(stages), config_hash_(config::config_hash(config)),
+          parts_{config, config_hash_, model, outcome_, prompt_, generated_} {}
+
+    RunOutcome run() {
+        resolve_inputs();
+        lock_directory();
+        try {
+            load();
+            evaluate();
+            check_inputs();
+            if (!directory_) return outcome_;  // nothing recorded (ember generate)
+            write_and_seal();
+        } catch (const experiments::ExperimentFailure& failure) {
+            finish_runner();
+            record_failure(failure.what(), runner_ ? runner_->snapshot() : failure.snapshot().value_or(no_experiments()));
+            throw;
+        } catch (const std::exception& e) {
+            if (runner_ && !runner_finished_) runner_->notify_error(e.what(), generated_.size());
+            finish_runner();
+            record_failure(e.what(), runner_ ? runner_->snapshot() : no_experiments());
+            throw;
         }
+        return report();
+    }
+
+private:
+    // A run id; the prompt read and tokenized, an extraction resolved against it; the inputs hashed.
+    void resolve_inputs() {
+        outcome_.run_id = options_.run_id.empty() ? make_run_id() : options_.run_id;
+        outcome_.route = config_.model.route;
+        outcome_.config_hash = config_hash_;
+        outcome_.threads = extract::effective_threads(config_.model.threads);
+        // Hashed before they are read: a change while the run reads them fails it (check_inputs).
+        inputs_ = extract::collect_inputs(config_, model_.sha256, model_.file.mapping()->state());
+        prompt_ = extract::read_prompt(config_.prompt);  // an experiment may rewrite it (before_prefill)
+        encoded_ = extract::encode_prompt(model_.tokenizer, prompt_, config_.prompt.add_bos);
+        outcome_.prompt_tokens = encoded_.ids;
+        // An extraction's layers and positions are checked before anything is written.
+        if (config_.output.extract)
+            extractor_.emplace(extract::resolve(config_.output, model_.model->config(), encoded_.text, encoded_.tokens));
+        // The SAEs are loaded and checked against the model before anything is written; each
+        // file they were read from is an input of the run.
+        saes_ = load_saes(config_, model_.model->config());
+        for (std::size_t i = 0; i < saes_.size(); ++i)
+            for (const features::SaeInput& file : saes_[i].inputs) {
+                extract::InputFile input = extract::input_file("sae", file.path);
+                input.key = fmt::format("saes[{}]", i);
+                inputs_.push_back(std::move(input));
+            }
+        parts_.trace = &outcome_.trace;
+        parts_.inputs = &inputs_record_;
+        parts_.ctx = config_.model.ctx != 0 ? config_.model.ctx : runtime::default_context_length(model_.model->config());
+        parts_.hooks_active = !config_.experiments.empty() || !config_.saes.empty();
+    }
 
     // Creates and locks the output directory (an earlier run in it: refused, or replaced);
     // none for a run that records nothing (ember generate).
-    std::optional<extract::RunDirectoryWriter> directory;
-    if (options.record) {
-        directory.emplace(
-            config.output.dir,
-            extract::RunDirectoryOptions{
-                config.output.overwrite || options.overwrite, fmt::format("run {}", outcome.run_id),
-                options.skip_if_current ? [&](const fs::path&) { return extract::current_result(config, config_hash); }
-                                        : std::function<std::optional<std::string>(const fs::path&)>()});
-        outcome.report = config.output.dir / "run.json";
+    void lock_directory() {
+        if (!options_.record) return;
+        std::function<std::optional<std::string>(const fs::path&)> not_needed;
+        if (options_.skip_if_current)
+            not_needed = [this](const fs::path&) { return extract::current_result(config_, config_hash_); };
+        directory_.emplace(config_.output.dir,
+                           extract::RunDirectoryOptions{config_.output.overwrite || options_.overwrite,
+                                                        fmt::format("run {}", outcome_.run_id), not_needed, {}});
+        outcome_.report = config_.output.dir / "run.json";
+        parts_.replaced_run_id = directory_->replaced_run_id();
     }
-    const fs::path report_path = directory ? directory->dir() / "run.json" : fs::path();
 
-    experiments::RunInfo info{outcome.run_id, directory ? directory->dir().string() : std::string(), model.path.string(), model.sha256,
-                              config.model.route, config_hash, {}, encoded.text, {}};
-    for (std::int32_t id : outcome.prompt_tokens) info.prompt_token_ids.push_back(static_cast<std::uint32_t>(id));
-    for (const tokenizer::Token& t : encoded.tokens) info.prompt_token_spans.push_back({t.start, t.end});
+    // The journal, the experiments (created, on_model_loaded) and the session.
+    void load() {
+        experiments::RunInfo info = run_info();
+        inputs_record_ = extract::inputs_json(inputs_);
+        parts_.failed_during = "setup";
+        session_options_.route = *runtime::route_from_name(config_.model.route);     // the parser checked the name
+        session_options_.kv_type = *kernels::kv_type_from_name(config_.model.kv_type);  // so did it this one
+        session_options_.context_length = config_.model.ctx;
+        session_options_.threads = outcome_.threads;
+        session_options_.max_batch = outcome_.prompt_tokens.size();
+        session_options_.all_logits = extractor_ && extractor_->selection().needs_all_logits();
+        session_options_.observer = options_.observer;
+        if (config_.tracing.enabled && options_.observer == nullptr)
+            session_options_.observer =
+                &journal_.emplace(directory_ ? directory_->place(config_.tracing.path) : config_.tracing.path);
+        if (!config_.experiments.empty()) {
+            runner_ = std::make_unique<experiments::ExperimentRunner>(
+                experiments::specs_from_config(config_), std::move(info),
+                experiments::RunnerOptions{config_.hooks.failure, config_.hooks.timeout_ms, {}, stages_,
+                                           lifecycle_policy(config_, model_)});
+            runner_->on_model_loaded(model_.model->config());
+        }
+        session_.emplace(*model_.model, session_options_);
+        outcome_.variant = session_->backend().variant();
+    }
 
-    runtime::SessionOptions session_options;
-    session_options.route = *runtime::route_from_name(config.model.route);  // the parser checked the name
-    session_options.kv_type = *kernels::kv_type_from_name(config.model.kv_type);  // so did it this one
-    session_options.context_length = config.model.ctx;
-    session_options.threads = outcome.threads;
-    session_options.max_batch = outcome.prompt_tokens.size();
-    session_options.all_logits = extractor && extractor->selection().needs_all_logits();
-    std::optional<trace::Journal> journal;
-    session_options.observer = options.observer;
+    // before_prefill (a rewrite or a skip), the generation, on_generation_complete, the
+    // runner finished, the journal finished.
+    void evaluate() {
+        parts_.failed_during = "generation";
+        if (runner_) before_prefill_round();
+        const auto on_token = [this](std::int32_t token) {
+            generated_.push_back(token);
+            if (runner_) runner_->on_token(static_cast<std::uint32_t>(token));
+            if (options_.on_token) options_.on_token(token);
+        };
+        if (runner_ && runner_->skip()) {
+            // Skipped: nothing is evaluated and no stage fires; the supplied ids are the result.
+            outcome_.result = supplied_result(runner_->skip()->ids, on_token);
+        } else {
+            // No runner and no extraction: no hooks, so the session runs the DisabledHooks forward pass.
+            const auto is_end = [this](std::int32_t token) { return model_.tokenizer.is_end_of_generation(token); };
+            hooks::HookChain chain{runner_.get(), extractor_ ? &*extractor_ : nullptr};
+            // SAEs sit in front of the run's hooks: they fire sae_features into them and splice.
+            std::vector<features::SplicedSae> spliced;
+            for (std::size_t i = 0; i < saes_.size(); ++i) spliced.push_back({&saes_[i], config_.saes[i].splice});
+            std::optional<features::SaeSplicer> splicer;
+            if (!spliced.empty()) splicer.emplace(std::move(spliced), chain.simplest());
+            outcome_.result = runtime::generate(*session_, outcome_.prompt_tokens, generation_options(), is_end, on_token,
+                                                splicer ? &*splicer : chain.simplest());
+        }
+        if (runner_)
+            runner_->on_generation_complete(outcome_.result.tokens.size(), experiment_stop_reason(outcome_.result.stop_reason));
+        parts_.result = &outcome_.result;
+        parts_.failed_during = "experiments";
+        finish_runner();
+        parts_.failed_during = "trace";
+        if (journal_) {
+            outcome_.trace = journal_->finish();
+            outcome_.trace->path = config_.tracing.path;
+        }
+        snapshot_ = runner_ ? runner_->snapshot() : no_experiments();
+        outcome_.experiment_failures = snapshot_.failures;
+    }
 
-    runtime::GenerationOptions generation;
-    generation.max_tokens = config.generation.max_tokens;
-    generation.sampling.temperature = static_cast<float>(config.generation.temperature);
-    generation.sampling.top_k = config.generation.top_k;
-    generation.sampling.top_p = static_cast<float>(config.generation.top_p);
-    generation.sampling.seed = config.generation.seed;
-    generation.all_prompt_logits = session_options.all_logits;
+    // The before_prefill round: a rewritten prompt is tokenized now (everything after it
+    // sees its tokens); the lifecycle told to options.on_lifecycle when anything changed.
+    void before_prefill_round() {
+        hooks::EvalInfo prefill;
+        prefill.n_tokens = outcome_.prompt_tokens.size();
+        prefill.tracing = session_options_.observer != nullptr;
+        runner_->before_prefill(prefill);
+        if (const auto& rewrite = runner_->rewrite()) {
+            outcome_.lifecycle.rewritten_by = rewrite->experiment;
+            outcome_.lifecycle.original_prompt = prompt_;
+            outcome_.lifecycle.prompt = rewrite->text;
+            prompt_ = rewrite->text;
+            encoded_ = extract::encode_prompt(model_.tokenizer, prompt_, config_.prompt.add_bos);
+            outcome_.prompt_tokens = encoded_.ids;
+            runner_->set_prompt_tokens({encoded_.ids.begin(), encoded_.ids.end()});
+            runner_->set_prompt(encoded_.text, {encoded_.ids.begin(), encoded_.ids.end()}, token_spans(encoded_));
+            if (encoded_.ids.size() > session_options_.max_batch) {
+                session_options_.max_batch = encoded_.ids.size();
+                session_.emplace(*model_.model, session_options_);
+            }
+        }
+        if (runner_->skip()) outcome_.lifecycle.skipped_by = runner_->skip()->experiment;
+        if (outcome_.lifecycle.changed() && options_.on_lifecycle) options_.on_lifecycle(outcome_.lifecycle);
+    }
 
-    std::vector<std::int32_t> generated;
-    experiments::ExperimentRunner* token_sink = nullptr;  // the runner, once made
-    const auto on_token = [&](std::int32_t token) {
-        generated.push_back(token);
-        if (token_sink) token_sink->on_token(static_cast<std::uint32_t>(token));
-        if (options.on_token) options.on_token(token);
-    };
-    const auto is_end = [&](std::int32_t token) { return model.tokenizer.is_end_of_generation(token); };
+    // Every input is still what was hashed (a dataset, prompt file or model edited during
+    // the run fails it, naming the file).
+    void check_inputs() {
+        parts_.failed_during = "inputs";
+        extract::check_inputs_unchanged(inputs_, model_.file.mapping());
+    }
 
-    const json::array inputs_record = extract::inputs_json(inputs);
-    ReportParts parts{config, config_hash, model, outcome, prompt, generated};
-    parts.trace = &outcome.trace;
-    parts.inputs = &inputs_record;
-    if (directory) parts.replaced_run_id = directory->replaced_run_id();
-    parts.ctx = config.model.ctx != 0 ? config.model.ctx : runtime::default_context_length(model_config);
-    parts.hooks_active = !config.experiments.empty() || !config.saes.empty();
-    const experiments::RunnerSnapshot no_experiments{config.hooks.failure, config.hooks.timeout_ms, {}, {}};
-    const auto write_report = [&](const experiments::RunnerSnapshot& snapshot) {
-        if (!options.record) return;
-        parts.total_ms = ms_since(start);
-        write_file_atomically(report_path, pretty_json(report_json(parts, snapshot)) + "\n");
-    };
-    // For a failed run: the run's own error is what propagates, never one from writing the
-    // report. When even run.json cannot be written, no run.json may claim anything: an
-    // earlier "ok" one is removed and stderr says so.
-    const auto write_failure_report = [&](const std::string& error, const experiments::RunnerSnapshot& snapshot) {
-        journal.reset();  // its temporary goes, before the directory may be swapped into place
-        if (!directory) return;
-        parts.error = &error;
+    // The extraction's arrays, then run.json, then the manifest listing every file.
+    void write_and_seal() {
+        parts_.failed_during = "extraction";
+        extract::RunRecord record;
+        record.kind = "ember.run";
+        record.run_id = outcome_.run_id;
+        record.route = outcome_.route;
+        record.variant = outcome_.variant;
+        record.config_hash = config_hash_;
+        record.config = config::to_json(config_);
+        record.trace = outcome_.trace;
+        record.inputs = inputs_record_;
+        record.threads = outcome_.threads;
+        if (outcome_.lifecycle.changed()) record.lifecycle = lifecycle_json(outcome_.lifecycle);
+        extract::write_extraction(*directory_, extractor_ ? &*extractor_ : nullptr, model_, encoded_, record,
+                                  session_options_.route, outcome_.threads, [&] {
+                                      parts_.failed_during = "run.json";
+                                      write_report(snapshot_);
+                                      parts_.failed_during = "manifest";
+                                  });
+    }
+
+    RunOutcome report() {
+        for (const auto& f : directory_->files()) outcome_.arrays += f.name.ends_with(".npy");
+        outcome_.manifest = config_.output.dir / extract::kManifestName;
+        return std::move(outcome_);
+    }
+
+    // For a failed run: run.json says so. The run's own error is what propagates, never
+    // one from writing the report; when even run.json cannot be written, no run.json may
+    // claim anything: an earlier "ok" one is removed and stderr says so.
+    void record_failure(const std::string& error, const experiments::RunnerSnapshot& snapshot) {
+        journal_.reset();  // its temporary goes, before the directory may be swapped into place
+        if (!directory_) return;
+        parts_.error = &error;
         try {
             write_report(snapshot);
         } catch (const std::exception&) {
             // A full disk: what the failed run wrote has no manifest and is worth nothing
             // next to the record of the failure, so it makes room for it.
             std::error_code ec;
-            for (const auto& entry : fs::directory_iterator(directory->dir(), ec))
+            for (const auto& entry : fs::directory_iterator(directory_->dir(), ec))
                 if (entry.path().filename() != kLockRecordName) fs::remove_all(entry.path(), ec);
             try {
                 write_report(snapshot);
             } catch (const std::exception& e) {
-                fs::remove(report_path, ec);
+                fs::remove(directory_->dir() / "run.json", ec);
                 fmt::print(stderr, "ember: {} could not be written ({}); the run failed during {}: {}\n",
-                           outcome.report.string(), e.what(), parts.failed_during, error);
+                           outcome_.report.string(), e.what(), parts_.failed_during, error);
             }
         }
         try {
-            directory->publish();
+            directory_->publish();
         } catch (const std::exception& e) {
             fmt::print(stderr, "ember: {}\n", e.what());
         }
-    };
-
-    std::unique_ptr<experiments::ExperimentRunner> runner;
-    bool runner_finished = false;
-    const auto finish_runner = [&] {
-        if (runner && !runner_finished) {
-            runner_finished = true;
-            runner->finish();
-        }
-    };
-    std::string& stage = parts.failed_during;
-    try {
-        stage = "setup";
-        if (config.tracing.enabled && options.observer == nullptr)
-            session_options.observer =
-                &journal.emplace(directory ? directory->place(config.tracing.path) : config.tracing.path);
-        if (!config.experiments.empty()) {
-            runner = std::make_unique<experiments::ExperimentRunner>(
-                experiments::specs_from_config(config), info,
-                experiments::RunnerOptions{config.hooks.failure, config.hooks.timeout_ms, {}, options.progress,
-                                           lifecycle_policy(config, model)});
-            runner->on_model_loaded(model_config);
-            token_sink = runner.get();
-        }
-        std::optional<runtime::Session> session(std::in_place, *model.model, session_options);
-        outcome.variant = session->backend().variant();
-        stage = "generation";
-        if (runner) {
-            hooks::EvalInfo prefill;
-            prefill.n_tokens = outcome.prompt_tokens.size();
-            prefill.tracing = session_options.observer != nullptr;
-            runner->before_prefill(prefill);
-            // A rewritten prompt is tokenized now; everything after before_prefill sees its tokens.
-            if (const auto& rewrite = runner->rewrite()) {
-                outcome.lifecycle.rewritten_by = rewrite->experiment;
-                outcome.lifecycle.original_prompt = prompt;
-                outcome.lifecycle.prompt = rewrite->text;
-                prompt = rewrite->text;
-                encoded = extract::encode_prompt(model.tokenizer, prompt, config.prompt.add_bos);
-                outcome.prompt_tokens = encoded.ids;
-                runner->set_prompt_tokens({encoded.ids.begin(), encoded.ids.end()});
-                std::vector<ember_token_span> spans;  // the prompt services describe the rewritten text too
-                for (const tokenizer::Token& t : encoded.tokens) spans.push_back({t.start, t.end});
-                runner->set_prompt(encoded.text, {encoded.ids.begin(), encoded.ids.end()}, std::move(spans));
-                if (encoded.ids.size() > session_options.max_batch) {
-                    session_options.max_batch = encoded.ids.size();
-                    session.emplace(*model.model, session_options);
-                }
-            }
-            if (runner->skip()) outcome.lifecycle.skipped_by = runner->skip()->experiment;
-            if (outcome.lifecycle.changed() && options.on_lifecycle) options.on_lifecycle(outcome.lifecycle);
-        }
-        if (runner && runner->skip()) {
-            // Skipped: nothing is evaluated and no stage fires; the supplied ids are the result.
-            outcome.result = supplied_result(runner->skip()->ids, on_token);
-        } else {
-            // No runner and no extraction: no hooks, so the session runs the DisabledHooks forward pass.
-            hooks::HookChain chain{runner.get(), extractor ? &*extractor : nullptr};
-            // SAEs sit in front of the run's hooks: they fire sae_features into them and splice.
-            std::vector<features::SplicedSae> spliced;
-            for (std::size_t i = 0; i < saes.size(); ++i) spliced.push_back({&saes[i], config.saes[i].splice});
-            std::optional<features::SaeSplicer> splicer;
-            if (!spliced.empty()) splicer.emplace(std::move(spliced), chain.simplest());
-            outcome.result = runtime::generate(*session, outcome.prompt_tokens, generation, is_end, on_token,
-                                               splicer ? &*splicer : chain.simplest());
-        }
-        if (runner) {
-            runner->on_generation_complete(outcome.result.tokens.size(),
-                                           experiment_stop_reason(outcome.result.stop_reason));
-        }
-        parts.result = &outcome.result;
-        stage = "experiments";
-        finish_runner();
-        stage = "trace";
-        if (journal) {
-            outcome.trace = journal->finish();
-            outcome.trace->path = config.tracing.path;
-        }
-        const experiments::RunnerSnapshot snapshot = runner ? runner->snapshot() : no_experiments;
-        outcome.experiment_failures = snapshot.failures;
-        stage = "inputs";
-        extract::check_inputs_unchanged(inputs, model.file.mapping());
-
-        if (!directory) return outcome;  // nothing recorded (ember generate)
-
-        // The extraction's arrays, then run.json, then the manifest listing every file.
-        stage = "extraction";
-        extract::RunRecord record;
-        record.kind = "ember.run";
-        record.run_id = outcome.run_id;
-        record.route = outcome.route;
-        record.variant = outcome.variant;
-        record.config_hash = config_hash;
-        record.config = config::to_json(config);
-        record.trace = outcome.trace;
-        record.inputs = inputs_record;
-        record.threads = outcome.threads;
-        if (outcome.lifecycle.changed()) record.lifecycle = lifecycle_json(outcome.lifecycle);
-        extract::write_extraction(*directory, extractor ? &*extractor : nullptr, model, encoded, record,
-                                  session_options.route, outcome.threads, [&] {
-                                      stage = "run.json";
-                                      write_report(snapshot);
-                                      stage = "manifest";
-                                  });
-    } catch (const experiments::ExperimentFailure& failure) {
-        finish_runner();
-        write_failure_report(failure.what(), runner ? runner->snapshot() : failure.snapshot().value_or(no_experiments));
-        throw;
-    } catch (const std::exception& e) {
-        if (runner && !runner_finished) runner->notify_error(e.what(), generated.size());
-        finish_runner();
-        write_failure_report(e.what(), runner ? runner->snapshot() : no_experiments);
-        throw;
     }
 
-    if (directory)
-        for (const auto& f : directory->files()) outcome.arrays += f.name.ends_with(".npy");
-    outcome.manifest = config.output.dir / extract::kManifestName;
-    return outcome;
+    void write_report(const experiments::RunnerSnapshot& snapshot) {
+        parts_.total_ms = ms_since(start_);
+        write_file_atomically(directory_->dir() / "run.json", pretty_json(report_json(parts_, snapshot)) + "\n");
+    }
+
+    void finish_runner() {
+        if (runner_ && !runner_finished_) {
+            runner_finished_ = true;
+            runner_->finish();
+        }
+    }
+
+    experiments::RunnerSnapshot no_experiments() const {
+        return {config_.hooks.failure, config_.hooks.timeout_ms, {}, {}};
+    }
+
+    experiments::RunInfo run_info() const {
+        experiments::RunInfo info{outcome_.run_id, directory_ ? directory_->dir().string() : std::string(),
+                                  model_.path.string(), model_.sha256, config_.model.route, config_hash_, {}, encoded_.text,
+                                  token_spans(encoded_)};
+        for (std::int32_t id : outcome_.prompt_tokens) info.prompt_token_ids.push_back(static_cast<std::uint32_t>(id));
+        return info;
+    }
+
+    static std::vector<ember_token_span> token_spans(const extract::EncodedPrompt& encoded) {
+        std::vector<ember_token_span> spans;
+        for (const tokenizer::Token& t : encoded.tokens) spans.push_back({t.start, t.end});
+        return spans;
+    }
+
+    runtime::GenerationOptions generation_options() const {
+        runtime::GenerationOptions generation;
+        generation.max_tokens = config_.generation.max_tokens;
+        generation.sampling.temperature = static_cast<float>(config_.generation.temperature);
+        generation.sampling.top_k = config_.generation.top_k;
+        generation.sampling.top_p = static_cast<float>(config_.generation.top_p);
+        generation.sampling.seed = config_.generation.seed;
+        generation.all_prompt_logits = session_options_.all_logits;
+        return generation;
+    }
+
+    const config::RunConfig& config_;
+    const LoadedModel& model_;
+    const RunOptions& options_;
+    experiments::StageRecord* stages_;
+    const Clock::time_point start_ = Clock::now();
+    const std::string config_hash_;
+
+    RunOutcome outcome_;
+    std::string prompt_;
+    extract::EncodedPrompt encoded_;
+    std::optional<extract::Extractor> extractor_;
+    std::vector<extract::InputFile> inputs_;
+    std::vector<features::Sae> saes_;
+    json::array inputs_record_;
+    std::optional<extract::RunDirectoryWriter> directory_;
+    runtime::SessionOptions session_options_;
+    std::optional<trace::Journal> journal_;
+    std::unique_ptr<experiments::ExperimentRunner> runner_;
+    bool runner_finished_ = false;
+    std::optional<runtime::Session> session_;
+    std::vector<std::int32_t> generated_;
+    experiments::RunnerSnapshot snapshot_;
+    ReportParts parts_;
+};
+
+}  // namespace
+
+RunOutcome run_in_this_process(const config::RunConfig& config, const LoadedModel& model, const RunOptions& options,
+                               experiments::StageRecord* stages) {
+    return RunPipeline(config, model, options, stages).run();
 }
 
 }  // namespace ember::app

@@ -1,34 +1,42 @@
-// One configured run, what `ember run` does after parsing its command line:
+// One configured run in this process, what `ember run` does after parsing its command
+// line. Callers go through run_pipeline.hpp, which decides where the run happens (here,
+// or in a supervised worker when it loads an experiment); the worker calls
+// run_in_this_process itself.
 //
 //   const LoadedModel model(config.model.path, arch);   // may serve several runs (sweeps)
-//   RunOutcome done = execute_run(config, model, {.on_token = print});
+//   RunOutcome done = execute_run(config, model, {.on_token = print}, supervision_for(config, {}));
 //
-// In order: a run id is made; the prompt is tokenized (and an extraction's layers and
-// positions checked against the model and prompt); every input is hashed (the inputs
-// record); the output directory is created and locked (one run per directory: a
-// directory holding an earlier run is refused, or with overwrite replaced by a staging
-// directory swapped in at the end; extract/run_directory.hpp); the composed experiments
-// are loaded and created; on_model_loaded; the session (with the trace journal when
-// [tracing] asks); before_prefill (where an experiment may rewrite the prompt, which is
-// then tokenized again, or skip the inference: its ids are the result, nothing is
-// evaluated); the generation loop (the experiments, then the
-// extraction when [output] extract = true, at every stage site); on_generation_complete;
-// the instances are destroyed; the journal is finished; the extraction's arrays are
-// written, then run.json, then manifest.json last, which lists every file of the
-// directory (experiment outputs included) with its checksum, so `ember verify` can check
-// the whole directory (docs/formats.md).
+// The steps (run_job.cpp, one function each, in this order):
+//   resolve inputs  a run id; the prompt read and tokenized (an extraction's layers and
+//                   positions checked against the model and prompt); every input hashed
+//                   (the inputs record);
+//   lock            the output directory created and locked (one run per directory: a
+//                   directory holding an earlier run is refused, or with overwrite
+//                   replaced by a staging directory swapped in at the end;
+//                   extract/run_directory.hpp); none for a run that records nothing;
+//   load            the trace journal when [tracing] asks; the composed experiments loaded
+//                   and created, on_model_loaded; the session;
+//   evaluate        before_prefill (where an experiment may rewrite the prompt, which is
+//                   then tokenized again, or skip the inference: its ids are the result);
+//                   the generation loop (the experiments, then the extraction when
+//                   [output] extract = true, at every stage site); on_generation_complete;
+//                   the instances destroyed; the journal finished;
+//   write and seal  the extraction's arrays, then run.json, then manifest.json last, which
+//                   lists every file of the directory (experiment outputs included) with
+//                   its checksum, so `ember verify` can check the whole directory
+//                   (docs/formats.md);
+//   report          the RunOutcome.
 // With no experiment the runner is never built and the loop is given no hooks: the
-// forward pass is the DisabledHooks instantiation. With one, the whole run happens in a
-// supervised worker process (supervised_run.hpp), unless options.observer is set.
+// forward pass is the DisabledHooks instantiation.
 //
 // A failure after the output directory exists (an experiment, the trace, the extraction,
 // a full disk) still writes run.json (outcome "failed", the error, failed_during, what
 // was generated so far), but no trace journal and no manifest; when run.json cannot be
 // written (a full disk), the failed run's files are removed to make room and it is
-// written again; when even that fails, stderr says so and no run.json is left. Then the error propagates: ExperimentFailure for a strict experiment failure (on_error was told
-// first), any other error after the experiments are told through on_error. Under fail_open a failing experiment is listed
-// in run.json and the run goes on. A supervised run throws ember::Error with the same
-// message, or with the crash's when its worker did not finish (run.json says "crashed").
+// written again; when even that fails, stderr says so and no run.json is left. Then the
+// error propagates: ExperimentFailure for a strict experiment failure (on_error was told
+// first), any other error after the experiments are told through on_error. Under
+// fail_open a failing experiment is listed in run.json and the run goes on.
 #pragma once
 
 #include <boost/json/object.hpp>
@@ -86,9 +94,6 @@ struct RunOptions {
     // false: no output directory, run.json or manifest (ember generate, which prints only).
     bool record = true;
     std::string run_id;  // empty: a new one (make_run_id)
-    // Set in a supervised worker (supervised_run.hpp): the run happens in this process and
-    // the runner publishes each stage it enters here.
-    experiments::StageRecord* progress = nullptr;
     // Called once after the before_prefill round when an experiment skipped or rewrote
     // (the worker tells its supervisor, whose crash record then says so).
     std::function<void(const Lifecycle&)> on_lifecycle;
@@ -110,7 +115,10 @@ struct RunOutcome {
     Lifecycle lifecycle;
 };
 
-RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model, const RunOptions& options = {});
+// The run, here. `stages`, when set (a supervised worker's shared record), is where the
+// experiments' runner publishes each call into plugin code.
+RunOutcome run_in_this_process(const config::RunConfig& config, const LoadedModel& model, const RunOptions& options,
+                               experiments::StageRecord* stages = nullptr);
 
 // run.json's "model": path, sha256, name, family, n_layers, n_embd, n_vocab.
 boost::json::object model_json(const LoadedModel& model);

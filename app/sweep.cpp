@@ -15,7 +15,6 @@
 #include "cli.hpp"
 #include "config/run_config.hpp"
 #include "common/dir_lock.hpp"
-#include "dataset_job.hpp"
 #include "extract/dataset_merge.hpp"
 #include "extract/inputs_record.hpp"
 #include "extract/run_directory.hpp"
@@ -23,7 +22,7 @@
 #include "experiments/plugin_library.hpp"
 #include "extract/verify.hpp"
 #include "generation_output.hpp"
-#include "run_job.hpp"
+#include "run_pipeline.hpp"
 #include "sweep_shard.hpp"
 
 namespace ember::app {
@@ -122,11 +121,12 @@ void run_one(Planned& p, ModelCache& models, bool force) {
                 extract::DatasetRunOptions dataset;
                 dataset.overwrite = options.overwrite;
                 dataset.skip_if_current = options.skip_if_current;
-                const extract::DatasetResult r = execute_dataset_run(*model, *p.config, dataset);
+                const extract::DatasetResult r =
+                    execute_dataset_run(*model, *p.config, dataset, supervision_for(*p.config));
                 p.run.prompt_tokens = r.tokens;
                 p.run.prefill_ms = r.seconds * 1000.0;
             } else {
-                const RunOutcome outcome = execute_run(*p.config, *model, options);
+                const RunOutcome outcome = execute_run(*p.config, *model, options, supervision_for(*p.config, options));
                 p.run.run_id = outcome.run_id;
                 p.run.prompt_tokens = outcome.prompt_tokens.size();
                 p.run.generated_tokens = outcome.result.tokens.size();

@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <boost/json.hpp>
+
 #include <bit>
+#include <cstring>
+#include <random>
 
 #include "common/error.hpp"
 #include "ember/utf8.hpp"
@@ -33,6 +37,7 @@ json::object config_json(const config::RunConfig& c) {
     for (const auto& e : c.experiments) entries.push_back({{"config_json", e.config_json}, {"origin", e.origin}});
     out["experiment_entries"] = std::move(entries);
     out["defaults_file"] = c.defaults_file ? json::value(c.defaults_file->string()) : json::value(nullptr);
+    out["dataset_shards"] = c.dataset.shards;  // how a sweep splits it: not in the record
     return out;
 }
 
@@ -72,6 +77,16 @@ config::RunConfig config_from_json(const json::value& v) {
                                         : config::LogitsDump::None;
     c.output.logit_lens = number<std::uint32_t>(o, "logit_lens");
     c.output.overwrite = o.at("overwrite").as_bool();
+    if (const json::value* d = v.as_object().if_contains("dataset")) {
+        c.dataset.path = fs::path(text(*d, "path"));
+        c.dataset.select = text(*d, "select");
+        c.dataset.batch_tokens = number<std::uint32_t>(*d, "batch_tokens");
+        c.dataset.skip_empty = text(*d, "on_empty") == "skip";
+        c.dataset.evaluate_whole = d->as_object().contains("evaluate");
+        if (const json::value* shard = d->as_object().if_contains("shard"))
+            c.dataset.shard = config::Shard{number<std::size_t>(*shard, "index"), number<std::size_t>(*shard, "count")};
+    }
+    c.dataset.shards = number<std::uint32_t>(v, "dataset_shards");
     if (v.at("defaults_file").is_string()) c.defaults_file = fs::path(text(v, "defaults_file"));
     const json::value& h = v.at("hooks");
     c.hooks = {text(h, "failure") == "fail_open" ? config::FailurePolicy::FailOpen : config::FailurePolicy::Strict,
@@ -111,31 +126,109 @@ float from_bits(const json::value& v) { return std::bit_cast<float>(v.to_number<
 }  // namespace
 
 json::object worker_input_json(const WorkerInput& input) {
-    return {{"config", config_json(input.config)},
+    return {{"job", input.job == WorkerJob::Dataset ? "dataset" : "generation"},
+            {"config", config_json(input.config)},
             {"config_hash", input.config_hash},
             {"run_id", input.run_id},
             {"model_path", input.model_path},
             {"model_sha256", input.model_sha256},
             {"model_load_ms", input.model_load_ms},
             {"overwrite", input.overwrite},
-            {"skip_if_current", input.skip_if_current}};
+            {"skip_if_current", input.skip_if_current},
+            {"progress", input.progress},
+            {"nonce", input.nonce}};
 }
 
 WorkerInput worker_input_from_json(const json::value& v) {
     try {
-        WorkerInput input{config_from_json(v.at("config")), text(v, "config_hash"), text(v, "run_id"),
-                          text(v, "model_path"), text(v, "model_sha256"), number<double>(v, "model_load_ms"),
-                          v.at("overwrite").as_bool(), v.at("skip_if_current").as_bool()};
+        WorkerInput input{text(v, "job") == "dataset" ? WorkerJob::Dataset : WorkerJob::Generation,
+                          config_from_json(v.at("config")),
+                          text(v, "config_hash"),
+                          text(v, "run_id"),
+                          text(v, "model_path"),
+                          text(v, "model_sha256"),
+                          number<double>(v, "model_load_ms"),
+                          v.at("overwrite").as_bool(),
+                          v.at("skip_if_current").as_bool(),
+                          v.at("progress").as_bool(),
+                          text(v, "nonce")};
         if (config::config_hash(input.config) != input.config_hash)
             throw Error("the config the worker rebuilt does not hash as the supervisor's (a field it does not carry?)");
         return input;
-    } catch (const std::out_of_range& e) {
-        throw Error(fmt::format("the supervisor's message to the worker is malformed: {}", e.what()));
-    } catch (const std::invalid_argument& e) {
-        throw Error(fmt::format("the supervisor's message to the worker is malformed: {}", e.what()));
-    } catch (const boost::system::system_error& e) {
+    } catch (const Error&) {
+        throw;
+    } catch (const std::exception& e) {
         throw Error(fmt::format("the supervisor's message to the worker is malformed: {}", e.what()));
     }
+}
+
+std::string make_nonce() {
+    std::random_device random;
+    return fmt::format("{:08x}{:08x}{:08x}{:08x}", random(), random(), random(), random());
+}
+
+std::string encode_frame(std::string_view nonce, std::string_view kind, const json::value& body) {
+    const std::string payload = json::serialize(json::object{{"nonce", nonce}, {"kind", kind}, {"body", body}});
+    const auto n = static_cast<std::uint32_t>(payload.size());
+    std::string frame(4, '\0');
+    for (int i = 0; i < 4; ++i) frame[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+    return frame + payload;
+}
+
+std::optional<std::string> FrameReader::next() {
+    if (pending_.size() < 4) return std::nullopt;
+    std::uint32_t n = 0;
+    for (int i = 0; i < 4; ++i) n |= std::uint32_t{static_cast<unsigned char>(pending_[i])} << (8 * i);
+    if (n == 0 || n > kMaxFrameBytes)
+        throw ProtocolError(fmt::format("a frame declares {} bytes (1 to {} allowed)", n, kMaxFrameBytes));
+    if (pending_.size() < 4 + std::size_t{n}) return std::nullopt;
+    std::string payload = pending_.substr(4, n);
+    pending_.erase(0, 4 + std::size_t{n});
+    return payload;
+}
+
+namespace {
+
+// Every message whose body is {"message": TEXT}.
+bool is_message_kind(std::string_view kind) {
+    return kind == "failed" || kind == "refused" || kind == "in_use" || kind == "not_needed";
+}
+
+// A few bytes of what was sent, printable, for the error.
+std::string excerpt(std::string_view bytes) {
+    std::string out;
+    for (char c : bytes.substr(0, 40)) out += (c >= 0x20 && c < 0x7f) ? std::string(1, c) : fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    return bytes.size() > 40 ? out + "..." : out;
+}
+
+}  // namespace
+
+WorkerMessage parse_message(std::string_view payload, std::string_view nonce, std::uint64_t vocab_size) {
+    boost::system::error_code ec;
+    json::value v = json::parse(payload, ec);
+    if (ec || !v.is_object()) throw ProtocolError(fmt::format("a frame is not a JSON object: '{}'", excerpt(payload)));
+    const json::object& o = v.as_object();
+    const json::value* their_nonce = o.if_contains("nonce");
+    if (!their_nonce || !their_nonce->is_string() || their_nonce->as_string() != nonce)
+        throw ProtocolError(fmt::format("a frame does not carry this worker's nonce: '{}'", excerpt(payload)));
+    const json::value* kind = o.if_contains("kind");
+    const json::value* body = o.if_contains("body");
+    if (!kind || !kind->is_string() || !body) throw ProtocolError("a frame has no kind or no body");
+    WorkerMessage m{std::string(kind->as_string()), *body};
+    if (m.kind == "token") {
+        const json::value* id = body->is_object() ? body->as_object().if_contains("id") : nullptr;
+        if (!id || !id->is_int64() || id->as_int64() < 0 || static_cast<std::uint64_t>(id->as_int64()) >= vocab_size)
+            throw ProtocolError(fmt::format("a token frame's id is not a token of the vocabulary ({} tokens): '{}'",
+                                            vocab_size, excerpt(payload)));
+    } else if (is_message_kind(m.kind)) {
+        const json::value* message = body->is_object() ? body->as_object().if_contains("message") : nullptr;
+        if (!message || !message->is_string()) throw ProtocolError(fmt::format("a {} frame has no message", m.kind));
+    } else if (m.kind != "lifecycle" && m.kind != "done") {
+        throw ProtocolError(fmt::format("a frame of unknown kind '{}'", excerpt(m.kind)));
+    } else if (!body->is_object()) {
+        throw ProtocolError(fmt::format("a {} frame's body is not an object", m.kind));
+    }
+    return m;
 }
 
 json::object outcome_json(const RunOutcome& o) {
@@ -154,7 +247,7 @@ json::object outcome_json(const RunOutcome& o) {
             {"prompt_tokens", json::array(o.prompt_tokens.begin(), o.prompt_tokens.end())},
             {"tokens", json::array(o.result.tokens.begin(), o.result.tokens.end())},
             {"steps", std::move(steps)},
-            {"stop_reason", static_cast<int>(o.result.stop_reason)},
+            {"stop_reason", runtime::stop_reason_name(o.result.stop_reason)},
             {"timings",
              {{"prefill_ms", t.prefill_ms},
               {"decode_ms", t.decode_ms},
@@ -180,39 +273,98 @@ json::object lifecycle_message(const Lifecycle& l) {
             {"prompt_hex", utf8::hex(l.prompt)}};
 }
 
+namespace {
+
+// Reads a message body with `read`, every shape error a ProtocolError naming `what`.
+template <class Read>
+auto checked(std::string_view what, Read&& read) -> decltype(read()) {
+    try {
+        return read();
+    } catch (const std::exception& e) {
+        throw ProtocolError(fmt::format("the worker's {} message is malformed: {}", what, e.what()));
+    }
+}
+
+runtime::StopReason stop_reason_from_name(std::string_view name) {
+    for (runtime::StopReason r :
+         {runtime::StopReason::MaxTokens, runtime::StopReason::EndOfGeneration, runtime::StopReason::Skipped})
+        if (runtime::stop_reason_name(r) == name) return r;
+    throw std::invalid_argument(fmt::format("unknown stop reason '{}'", name));
+}
+
+}  // namespace
+
 Lifecycle lifecycle_from_message(const json::value& v) {
-    return {text(v, "skipped_by"), text(v, "rewritten_by"), from_hex(text(v, "original_prompt_hex")),
-            from_hex(text(v, "prompt_hex"))};
+    return checked("lifecycle", [&] {
+        return Lifecycle{text(v, "skipped_by"), text(v, "rewritten_by"), from_hex(text(v, "original_prompt_hex")),
+                         from_hex(text(v, "prompt_hex"))};
+    });
 }
 
 RunOutcome outcome_from_json(const json::value& v) {
-    RunOutcome o;
-    o.run_id = text(v, "run_id");
-    for (const auto& x : v.at("prompt_tokens").as_array()) o.prompt_tokens.push_back(x.to_number<std::int32_t>());
-    for (const auto& x : v.at("tokens").as_array()) o.result.tokens.push_back(x.to_number<std::int32_t>());
-    for (const auto& s : v.at("steps").as_array()) {
-        const auto& a = s.as_array();
-        o.result.steps.push_back({a.at(0).to_number<std::int32_t>(), from_bits(a.at(1)), from_bits(a.at(2))});
-    }
-    o.result.stop_reason = static_cast<runtime::StopReason>(number<int>(v, "stop_reason"));
-    const json::value& t = v.at("timings");
-    o.result.timings = {number<double>(t, "prefill_ms"), number<double>(t, "decode_ms"),
-                        number<std::size_t>(t, "decode_evaluations"), number<double>(t, "sampling_ms")};
-    for (const auto& f : v.at("experiment_failures").as_array()) o.experiment_failures.emplace_back(f.as_string());
-    o.report = text(v, "report");
-    o.threads = number<std::size_t>(v, "threads");
-    o.route = text(v, "route");
-    o.variant = text(v, "variant");
-    if (const json::value& trace = v.at("trace"); !trace.is_null()) {
-        o.trace = trace::JournalSummary{text(trace, "path"), number<std::size_t>(trace, "operations"),
-                                        number<std::size_t>(trace, "evaluations"),
-                                        number<std::uint64_t>(trace, "traced_ns"), text(trace, "fingerprint")};
-    }
-    o.arrays = number<std::size_t>(v, "arrays");
-    o.manifest = text(v, "manifest");
-    o.config_hash = text(v, "config_hash");
-    o.lifecycle = lifecycle_from_message(v.at("lifecycle"));
-    return o;
+    return checked("done", [&] {
+        RunOutcome o;
+        o.run_id = text(v, "run_id");
+        for (const auto& x : v.at("prompt_tokens").as_array()) o.prompt_tokens.push_back(x.to_number<std::int32_t>());
+        for (const auto& x : v.at("tokens").as_array()) o.result.tokens.push_back(x.to_number<std::int32_t>());
+        for (const auto& s : v.at("steps").as_array()) {
+            const auto& a = s.as_array();
+            o.result.steps.push_back({a.at(0).to_number<std::int32_t>(), from_bits(a.at(1)), from_bits(a.at(2))});
+        }
+        o.result.stop_reason = stop_reason_from_name(text(v, "stop_reason"));
+        const json::value& t = v.at("timings");
+        o.result.timings = {number<double>(t, "prefill_ms"), number<double>(t, "decode_ms"),
+                            number<std::size_t>(t, "decode_evaluations"), number<double>(t, "sampling_ms")};
+        for (const auto& f : v.at("experiment_failures").as_array()) o.experiment_failures.emplace_back(f.as_string());
+        o.report = text(v, "report");
+        o.threads = number<std::size_t>(v, "threads");
+        o.route = text(v, "route");
+        o.variant = text(v, "variant");
+        if (const json::value& trace = v.at("trace"); !trace.is_null()) {
+            o.trace = trace::JournalSummary{text(trace, "path"), number<std::size_t>(trace, "operations"),
+                                            number<std::size_t>(trace, "evaluations"),
+                                            number<std::uint64_t>(trace, "traced_ns"), text(trace, "fingerprint")};
+        }
+        o.arrays = number<std::size_t>(v, "arrays");
+        o.manifest = text(v, "manifest");
+        o.config_hash = text(v, "config_hash");
+        o.lifecycle = lifecycle_from_message(v.at("lifecycle"));
+        return o;
+    });
+}
+
+json::object dataset_result_json(const extract::DatasetResult& r) {
+    return {{"dir", r.dir.string()},
+            {"samples", r.samples},
+            {"skipped", r.skipped},
+            {"rows", r.rows},
+            {"tokens", r.tokens},
+            {"tokens_this_run", r.tokens_this_run},
+            {"evaluated", r.evaluated},
+            {"evaluated_this_run", r.evaluated_this_run},
+            {"arrays", r.arrays},
+            {"batches", r.batches},
+            {"resumed_samples", r.resumed_samples},
+            {"seconds", r.seconds}};
+}
+
+extract::DatasetResult dataset_result_from_json(const json::value& v) {
+    return checked("done", [&] {
+        extract::DatasetResult r;
+        r.dir = text(v, "dir");
+        r.samples = number<std::size_t>(v, "samples");
+        r.skipped = number<std::size_t>(v, "skipped");
+        r.rows = number<std::size_t>(v, "rows");
+        r.tokens = number<std::size_t>(v, "tokens");
+        r.tokens_this_run = number<std::size_t>(v, "tokens_this_run");
+        r.evaluated = number<std::size_t>(v, "evaluated");
+        r.evaluated_this_run = number<std::size_t>(v, "evaluated_this_run");
+        r.arrays = number<std::size_t>(v, "arrays");
+        r.batches = number<std::size_t>(v, "batches");
+        r.resumed_samples = number<std::size_t>(v, "resumed_samples");
+        r.seconds = number<double>(v, "seconds");
+        return r;
+    });
 }
 
 }  // namespace ember::app

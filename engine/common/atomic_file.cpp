@@ -29,12 +29,13 @@ struct Slot {
     char path[kPathBytes];
 };
 std::array<Slot, kSlots> g_remove_on_signal;
-std::atomic<long> g_forward_to{0};
+std::atomic<int> g_deferring{0};      // supervisors watching a worker
+std::atomic<int> g_deferred_signal{0};
 
 extern "C" void remove_registered_and_reraise(int signal_number) {
-    if (const long child = g_forward_to.load(); child > 0) {
-        ::kill(static_cast<pid_t>(child), signal_number);
-        ::waitpid(static_cast<pid_t>(child), nullptr, 0);
+    if (g_deferring.load() > 0) {
+        g_deferred_signal.store(signal_number);
+        return;
     }
     for (Slot& slot : g_remove_on_signal)
         if (slot.ready.load()) ::unlink(slot.path);
@@ -63,7 +64,17 @@ RemoveOnSignal::~RemoveOnSignal() {
     g_remove_on_signal[slot_].used.store(false);
 }
 
-void forward_signals_to(long pid) { g_forward_to.store(pid); }
+void begin_deferring_signals() {
+    install_signal_cleanup();
+    g_deferring.fetch_add(1);
+}
+
+void end_deferring_signals() {
+    if (g_deferring.fetch_sub(1) != 1) return;
+    if (const int signal_number = g_deferred_signal.load()) remove_registered_and_reraise(signal_number);
+}
+
+int deferred_signal() { return g_deferred_signal.load(); }
 
 void install_signal_cleanup() {
     static std::atomic<bool> installed{false};

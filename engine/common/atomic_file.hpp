@@ -37,9 +37,14 @@ private:
 
 // Installs the SIGINT/SIGTERM handler (once per process; later calls do nothing).
 void install_signal_cleanup();
-// While set (a supervised worker's pid; 0 to clear), the handler first passes the signal
-// on to that child and waits for it, so the child removes its own temporaries.
-void forward_signals_to(long pid);
+// While a supervisor watches its worker (counted: a sweep runs several at once), SIGINT
+// and SIGTERM are only noted: each supervisor passes the signal to its worker's process
+// group, ends it with SIGKILL after a grace period and records the run as interrupted
+// (app/supervised_run.cpp); the last end_deferring_signals() then acts on the noted
+// signal as the handler would have (temporaries removed, the process ended by it).
+void begin_deferring_signals();
+void end_deferring_signals();
+int deferred_signal();  // the noted signal; 0 when none arrived
 
 class AtomicFile {
 public:

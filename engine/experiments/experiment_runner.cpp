@@ -25,15 +25,7 @@ static_assert(models::kFamilyCount == 3, "a new family needs its EMBER_FAMILY_* 
 
 std::uint32_t family_code(models::Family family) { return static_cast<std::uint32_t>(family); }
 
-std::uint32_t stop_code(StopReason reason) {
-    switch (reason) {
-        case StopReason::MaxTokens: return EMBER_STOP_MAX_TOKENS;
-        case StopReason::EndOfGeneration: return EMBER_STOP_END_OF_GENERATION;
-        case StopReason::ContextFull: return EMBER_STOP_CONTEXT_FULL;
-        case StopReason::Skipped: return EMBER_STOP_SKIPPED;
-    }
-    return EMBER_STOP_MAX_TOKENS;
-}
+std::uint32_t stop_code(StopReason reason) { return static_cast<std::uint32_t>(reason); }
 
 std::string_view level_name(LogLevel level) {
     switch (level) {

@@ -121,7 +121,13 @@ struct RunnerOptions {
     LifecyclePolicy lifecycle;
 };
 
-enum class StopReason { MaxTokens, EndOfGeneration, ContextFull, Skipped };
+// Why a generation ended, as plugin.h's EMBER_STOP_* codes (one list: each value is its code).
+enum class StopReason : std::uint32_t {
+    MaxTokens = EMBER_STOP_MAX_TOKENS,
+    EndOfGeneration = EMBER_STOP_END_OF_GENERATION,
+    ContextFull = EMBER_STOP_CONTEXT_FULL,
+    Skipped = EMBER_STOP_SKIPPED,
+};
 
 enum class Outcome {
     Ok,        // every call it received succeeded
@@ -206,6 +212,11 @@ public:
     // The prompt the 1.2 prompt services show from now on (a dataset run's next sample,
     // before its before_prefill); the run info's prompt_token_ids stay the run's.
     void set_prompt(std::string text, std::vector<std::uint32_t> ids, std::vector<ember_token_span> spans);
+    // A dataset run's next sample, published in options.progress (a supervised worker's
+    // crash record then names it); nothing without a progress record.
+    void set_sample(std::size_t index, std::size_t line, std::string_view id) {
+        if (options_.progress) options_.progress->set_sample(index, line, id);
+    }
 
     void on_generation_complete(std::size_t generated_tokens, StopReason reason);
 

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <iterator>
 #include <system_error>
 
 #include "common/error.hpp"
@@ -14,6 +15,44 @@ namespace {
 // ABI 1.0 cannot work without these: the block, the three strings, create and destroy.
 constexpr std::size_t kMinimumDescriptorSize =
     offsetof(ember_plugin_descriptor, destroy) + sizeof(ember_plugin_descriptor::destroy);
+
+// Where each field of the descriptor ends, in order. A plugin's declared size keeps the
+// fields that end within it and never part of one: a size ending inside a function
+// pointer must not hand the host half a pointer to call.
+constexpr std::size_t kFieldEnds[] = {
+    offsetof(ember_plugin_descriptor, abi) + sizeof(ember_plugin_descriptor::abi),
+    offsetof(ember_plugin_descriptor, name) + sizeof(ember_plugin_descriptor::name),
+    offsetof(ember_plugin_descriptor, version) + sizeof(ember_plugin_descriptor::version),
+    offsetof(ember_plugin_descriptor, description) + sizeof(ember_plugin_descriptor::description),
+    offsetof(ember_plugin_descriptor, create) + sizeof(ember_plugin_descriptor::create),
+    offsetof(ember_plugin_descriptor, destroy) + sizeof(ember_plugin_descriptor::destroy),
+    offsetof(ember_plugin_descriptor, on_model_loaded) + sizeof(ember_plugin_descriptor::on_model_loaded),
+    offsetof(ember_plugin_descriptor, before_prefill) + sizeof(ember_plugin_descriptor::before_prefill),
+    offsetof(ember_plugin_descriptor, before_layer) + sizeof(ember_plugin_descriptor::before_layer),
+    offsetof(ember_plugin_descriptor, after_attention) + sizeof(ember_plugin_descriptor::after_attention),
+    offsetof(ember_plugin_descriptor, after_mlp) + sizeof(ember_plugin_descriptor::after_mlp),
+    offsetof(ember_plugin_descriptor, after_layer) + sizeof(ember_plugin_descriptor::after_layer),
+    offsetof(ember_plugin_descriptor, before_logits) + sizeof(ember_plugin_descriptor::before_logits),
+    offsetof(ember_plugin_descriptor, after_logits) + sizeof(ember_plugin_descriptor::after_logits),
+    offsetof(ember_plugin_descriptor, on_generation_complete) + sizeof(ember_plugin_descriptor::on_generation_complete),
+    offsetof(ember_plugin_descriptor, on_error) + sizeof(ember_plugin_descriptor::on_error),
+    offsetof(ember_plugin_descriptor, attention_pattern) + sizeof(ember_plugin_descriptor::attention_pattern),
+    offsetof(ember_plugin_descriptor, head_outputs) + sizeof(ember_plugin_descriptor::head_outputs),
+    offsetof(ember_plugin_descriptor, mlp_activation) + sizeof(ember_plugin_descriptor::mlp_activation),
+    offsetof(ember_plugin_descriptor, flags) + sizeof(ember_plugin_descriptor::flags),
+    offsetof(ember_plugin_descriptor, reserved1) + sizeof(ember_plugin_descriptor::reserved1),
+    offsetof(ember_plugin_descriptor, subscribed_stages) + sizeof(ember_plugin_descriptor::subscribed_stages),
+};
+static_assert(kFieldEnds[std::size(kFieldEnds) - 1] == sizeof(ember_plugin_descriptor),
+              "kFieldEnds lists every field of ember_plugin_descriptor");
+
+// The bytes of the whole fields within `declared`.
+std::size_t whole_fields(std::size_t declared) {
+    std::size_t kept = 0;
+    for (std::size_t end : kFieldEnds)
+        if (end <= declared) kept = end;
+    return kept;
+}
 
 // A string from the descriptor, read with a bound so a missing terminator cannot run away.
 std::string bounded_string(const char* text, std::size_t limit) {
@@ -74,8 +113,8 @@ std::shared_ptr<const PluginLibrary> PluginLibrary::load(const std::filesystem::
                                 abi.struct_size, EMBER_PLUGIN_ABI_MAJOR, kMinimumDescriptorSize));
     }
 
-    // Only the fields within the plugin's declared size; the rest of ours stays null.
-    std::memcpy(&plugin->descriptor_, theirs, std::min<std::size_t>(abi.struct_size, sizeof(ember_plugin_descriptor)));
+    // Only the whole fields within the plugin's declared size; the rest of ours stays null.
+    std::memcpy(&plugin->descriptor_, theirs, whole_fields(abi.struct_size));
     plugin->abi_major_ = abi.abi_major;
     plugin->abi_minor_ = abi.abi_minor;
     plugin->declared_size_ = abi.struct_size;

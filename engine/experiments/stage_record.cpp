@@ -15,13 +15,21 @@ namespace ember::experiments {
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free && std::atomic<std::int64_t>::is_always_lock_free,
               "the record is shared between processes: its atomics must not need a lock");
 
+std::optional<hooks::Phase> StageRecord::phase_value() const {
+    if (!has_phase) return std::nullopt;
+    for (hooks::Phase p : {hooks::Phase::Prefill, hooks::Phase::Decode})
+        if (static_cast<std::uint32_t>(p) == phase) return p;
+    return std::nullopt;
+}
+
 std::string StageRecord::where() const {
     if (!entered) return "";
-    std::string out = stage;
-    if (has_phase && has_layer)
-        out += fmt::format(" (phase={}, layer={})", hooks::phase_name(static_cast<hooks::Phase>(phase)), layer);
-    else if (has_phase)
-        out += fmt::format(" (phase={})", hooks::phase_name(static_cast<hooks::Phase>(phase)));
+    std::string out = stage_name();
+    const std::optional<hooks::Phase> p = phase_value();
+    if (p && has_layer)
+        out += fmt::format(" (phase={}, layer={})", hooks::phase_name(*p), layer);
+    else if (p)
+        out += fmt::format(" (phase={})", hooks::phase_name(*p));
     return out;
 }
 

@@ -35,6 +35,19 @@ struct StageRecord {
     std::uint64_t step = 0;  // the decode step (0: prefill)
     char experiment[64] = {};  // the plugin's name (for "load": its file name)
     char stage[32] = {};       // "load", "create", ..., "after_mlp", ..., "destroy"
+    // A dataset run: the sample being evaluated (set before its before_prefill).
+    std::uint32_t has_sample = 0;
+    std::uint64_t sample_index = 0;  // 0-based, in dataset order
+    std::uint64_t sample_line = 0;   // 1-based line of the dataset file
+    char sample_id[128] = {};        // as messages print it (Sample::id_text), cut to fit
+
+    // The sample a dataset run evaluates from now on.
+    void set_sample(std::uint64_t index, std::uint64_t line, std::string_view id) {
+        copy(sample_id, id);
+        sample_index = index;
+        sample_line = line;
+        has_sample = 1;
+    }
 
     // Called by the worker right before a call into plugin code.
     void enter(std::string_view experiment_name, std::string_view stage_name, const hooks::EvalInfo* eval,
@@ -56,7 +69,18 @@ struct StageRecord {
     // "after_mlp (phase=decode, layer=3, step=2)", "create", "load"; empty when nothing was entered.
     std::string where() const;
 
+    // The supervisor reads the record after the worker died: plugin code may have written
+    // anything into it, so every text is read within its array and every code checked.
+    std::string experiment_name() const { return bounded(experiment); }
+    std::string stage_name() const { return bounded(stage); }
+    std::string sample_id_text() const { return bounded(sample_id); }
+    std::optional<hooks::Phase> phase_value() const;  // nullopt: none, or not a phase
+
 private:
+    template <std::size_t N>
+    static std::string bounded(const char (&text)[N]) {
+        return std::string(text, ::strnlen(text, N));
+    }
     template <std::size_t N>
     static void copy(char (&to)[N], std::string_view from) {
         const std::size_t n = from.size() < N - 1 ? from.size() : N - 1;

@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <memory>
 
@@ -161,6 +163,7 @@ void evaluate_sample(runtime::Session& session, const LoadedModel& model, runtim
             for (std::size_t i = 0; i < p.prompt_tokens; ++i)
                 spans.push_back({p.evaluated.tokens[i].start, p.evaluated.tokens[i].end});
             runner->set_prompt(p.sample.text, std::move(ids), std::move(spans));
+            runner->set_sample(p.sample.index, p.sample.line, p.sample.id_text());
             hooks::EvalInfo info;
             info.phase = hooks::Phase::Prefill;
             info.n_tokens = p.evaluated_rows;
@@ -337,6 +340,26 @@ json::object dataset_manifest_arrays(DatasetOutputs& out, const Selection& s, js
 
 }  // namespace
 
+bool holds_dataset_failure_record(const std::filesystem::path& dir) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(dir / "run.json", ec)) return false;
+    try {
+        std::ifstream in(dir / "run.json", std::ios::binary);
+        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const json::value record = json::parse(text);
+        const json::value* kind = record.is_object() ? record.as_object().if_contains("kind") : nullptr;
+        return kind && kind->is_string() && kind->as_string() == kDatasetFailureKind;
+    } catch (const std::exception&) {
+        return false;
+    }
+}
+
+bool dataset_run_resumable(const std::filesystem::path& dir) {
+    namespace fs = std::filesystem;
+    if (fs::exists(dir / kManifestName)) return false;
+    return fs::exists(dir / kProgressName) || fs::exists(dir / "samples.jsonl") || holds_dataset_failure_record(dir);
+}
+
 DatasetResult run_dataset_extraction(const LoadedModel& model, const config::RunConfig& config,
                                      const DatasetRunOptions& options) {
     if (!config.dataset.path) throw Error("the run has no dataset (dataset.path)");
@@ -409,14 +432,9 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     if (options.skip_if_current)
         directory_options.not_needed = [&](const std::filesystem::path&) { return current_result(config, config::config_hash(config)); };
     directory_options.holder = "ember extract --dataset";
-    // (progress.json; or, killed between renaming the files into place and the manifest,
-    // a dataset run's records without a manifest: rerun, it is written again whole).
-    directory_options.resumable = [](const std::filesystem::path& dir) {
-        namespace fs = std::filesystem;
-        if (fs::exists(dir / kManifestName)) return false;
-        return fs::exists(dir / kProgressName) || fs::exists(dir / "samples.jsonl");
-    };
+    directory_options.resumable = dataset_run_resumable;
     RunDirectoryWriter writer(config.output.dir, directory_options);
+    if (holds_dataset_failure_record(writer.dir())) std::filesystem::remove(writer.dir() / "run.json");
     const std::string run_key = sha256_hex(config::canonical_json(config) + info.sha256);
     DatasetOutputs out(writer.dir(), plan_arrays(shape, model.model->config(), longest), any_target, run_key);
 

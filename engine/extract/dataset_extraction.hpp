@@ -55,6 +55,17 @@ struct DatasetResult {
     double seconds = 0;               // this process's evaluation and writing
 };
 
+// What a supervised dataset run leaves when it ends without its manifest (crashed, timed
+// out, interrupted or failed: app/supervised_run.cpp): DIR/run.json of this kind. It
+// never stops a re-run: the directory resumes (its finished batches are kept), and the
+// record is removed once the re-run holds the directory.
+inline constexpr const char* kDatasetFailureKind = "ember.dataset_run";
+bool holds_dataset_failure_record(const std::filesystem::path& dir);
+// Whether DIR holds an unfinished dataset run that a run continues in place: no manifest,
+// and its progress.json, its samples.jsonl (killed between renaming the files into place
+// and the manifest: rerun, it is written again whole) or a failure record.
+bool dataset_run_resumable(const std::filesystem::path& dir);
+
 DatasetResult run_dataset_extraction(const LoadedModel& model, const config::RunConfig& config,
                                      const DatasetRunOptions& options = {});
 

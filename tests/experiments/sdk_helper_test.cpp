@@ -293,3 +293,21 @@ TEST_CASE("the 1.1 lifecycle helpers: the host's answer and reason, and a refusa
     CHECK(accepted.reason().empty());
     CHECK(accepted.status().ok());
 }
+
+// Rung: smoke (ABI contract). A code the SDK does not know is refused, never read as
+// another: today's host never sends one, a newer host might.
+TEST_CASE("an unknown stop reason or family code is refused by name, not read as max_tokens or llama") {
+    for (const ember::StopCode& s : ember::kStopCodes) CHECK(ember::detail::to_stop_reason(s.code) == s.reason);
+    CHECK_THROWS_WITH_AS(ember::detail::to_stop_reason(99),
+                         "the host passed stop reason code 99, which this plugin's SDK does not know (rebuild the "
+                         "plugin against the host's SDK)",
+                         std::runtime_error);
+    ember_model_context model{};
+    model.family = 7;
+    CHECK_THROWS_AS(ember::detail::to_model_context(&model), std::runtime_error);
+    for (const ember::FamilyCode& f : ember::kFamilyCodes) {
+        model.family = f.code;
+        CHECK(ember::detail::to_model_context(&model).family == f.family);
+        CHECK(ember::family_name(f.family) == f.name);
+    }
+}

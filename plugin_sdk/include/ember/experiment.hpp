@@ -53,18 +53,36 @@ private:
 enum class TensorDType { F32 };
 // plugin.h's EMBER_FAMILY_* codes; the names are the host's (its family registry).
 enum class ModelFamily { Llama, Qwen3, Gemma4 };
+// The one list of the families: plugin.h's code, the enumerator and the name; every family
+// switch of the SDK reads it (and a code not in it is refused, detail/export.hpp).
+struct FamilyCode {
+    std::uint32_t code;
+    ModelFamily family;
+    std::string_view name;
+};
+inline constexpr FamilyCode kFamilyCodes[] = {{EMBER_FAMILY_LLAMA, ModelFamily::Llama, "llama"},
+                                              {EMBER_FAMILY_QWEN3, ModelFamily::Qwen3, "qwen3"},
+                                              {EMBER_FAMILY_GEMMA4, ModelFamily::Gemma4, "gemma4"}};
 inline std::string_view family_name(ModelFamily family) {
-    switch (family) {
-        case ModelFamily::Llama: return "llama";
-        case ModelFamily::Qwen3: return "qwen3";
-        case ModelFamily::Gemma4: return "gemma4";
-    }
+    for (const FamilyCode& f : kFamilyCodes)
+        if (f.family == family) return f.name;
     return "unknown";
 }
 enum class ExecutionPhase { Prefill, Decode };
 enum class TracingState { Disabled, Enabled };
 // Skipped (1.1): an experiment supplied the result (Host::skip_inference); nothing was evaluated.
 enum class StopReason { MaxTokens, EndOfGeneration, ContextFull, Error, Skipped };
+// The one list of the stop reasons: plugin.h's code and the enumerator (a code not in it
+// is refused, detail/export.hpp).
+struct StopCode {
+    std::uint32_t code;
+    StopReason reason;
+};
+inline constexpr StopCode kStopCodes[] = {{EMBER_STOP_MAX_TOKENS, StopReason::MaxTokens},
+                                          {EMBER_STOP_END_OF_GENERATION, StopReason::EndOfGeneration},
+                                          {EMBER_STOP_CONTEXT_FULL, StopReason::ContextFull},
+                                          {EMBER_STOP_ERROR, StopReason::Error},
+                                          {EMBER_STOP_SKIPPED, StopReason::Skipped}};
 
 // The SDK's free helpers are function objects, not functions: argument-dependent lookup
 // never finds them, so a plugin's own phase_name(ember::ExecutionPhase) (or any other

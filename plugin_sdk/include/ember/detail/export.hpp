@@ -104,24 +104,19 @@ ember_status guarded(const ember_host_services* services, ember_error_buffer* er
     return EMBER_FAILED;
 }
 
-static_assert(static_cast<std::uint32_t>(ModelFamily::Llama) == EMBER_FAMILY_LLAMA &&
-                  static_cast<std::uint32_t>(ModelFamily::Qwen3) == EMBER_FAMILY_QWEN3 &&
-                  static_cast<std::uint32_t>(ModelFamily::Gemma4) == EMBER_FAMILY_GEMMA4,
-              "ember::ModelFamily is plugin.h's EMBER_FAMILY_* codes");
 
 // Throws (the stage then fails with the message) for a family code this SDK does not know:
 // a plugin never mistakes a newer host's family for another.
 inline ModelContext to_model_context(const ember_model_context* m) {
     ModelContext out;
     if (!m) return out;
-    switch (m->family) {
-        case EMBER_FAMILY_LLAMA: out.family = ModelFamily::Llama; break;
-        case EMBER_FAMILY_QWEN3: out.family = ModelFamily::Qwen3; break;
-        case EMBER_FAMILY_GEMMA4: out.family = ModelFamily::Gemma4; break;
-        default:
-            throw std::runtime_error("the host passed model family code " + std::to_string(m->family) +
-                                     ", which this plugin's SDK does not know (rebuild the plugin against the host's SDK)");
-    }
+    const FamilyCode* known = nullptr;
+    for (const FamilyCode& f : kFamilyCodes)
+        if (f.code == m->family) known = &f;
+    if (!known)
+        throw std::runtime_error("the host passed model family code " + std::to_string(m->family) +
+                                 ", which this plugin's SDK does not know (rebuild the plugin against the host's SDK)");
+    out.family = known->family;
     out.model_name = m->model_name ? std::string_view(m->model_name) : std::string_view();
     out.n_layers = m->n_layers;
     out.n_embd = m->n_embd;
@@ -129,14 +124,13 @@ inline ModelContext to_model_context(const ember_model_context* m) {
     return out;
 }
 
+// Throws (on_generation_complete then fails with the message) for a stop code this SDK
+// does not know: a newer host's reason is never mistaken for max_tokens.
 inline StopReason to_stop_reason(std::uint32_t reason) {
-    switch (reason) {
-        case EMBER_STOP_END_OF_GENERATION: return StopReason::EndOfGeneration;
-        case EMBER_STOP_CONTEXT_FULL: return StopReason::ContextFull;
-        case EMBER_STOP_ERROR: return StopReason::Error;
-        case EMBER_STOP_SKIPPED: return StopReason::Skipped;
-        default: return StopReason::MaxTokens;
-    }
+    for (const StopCode& s : kStopCodes)
+        if (s.code == reason) return s.reason;
+    throw std::runtime_error("the host passed stop reason code " + std::to_string(reason) +
+                             ", which this plugin's SDK does not know (rebuild the plugin against the host's SDK)");
 }
 
 using LayerStage = Status (Experiment::*)(const LayerContext&, TensorAccess&);

@@ -1,5 +1,7 @@
 #include "cli.hpp"
 
+#include "chat/chat_prompt.hpp"
+
 #include <fmt/format.h>
 
 #include <fstream>
@@ -128,6 +130,13 @@ bool chat_requested(const po::variables_map& vm) {
     if (chat && vm.count("no-bos") && vm["no-bos"].as<bool>())
         throw UsageError("--no-bos does not apply to --chat: the template decides (docs/chat.md)");
     return chat;
+}
+
+void apply_chat_options(const po::variables_map& vm, config::PromptSection& prompt) {
+    prompt = {};
+    prompt.chat = chat::read_vars_file(vm["chat"].as<std::string>());
+    if (vm.count("template")) prompt.chat_template = std::filesystem::absolute(vm["template"].as<std::string>()).lexically_normal();
+    if (vm.count("template-name")) prompt.chat_template_name = vm["template-name"].as<std::string>();
 }
 
 std::string read_file(const std::filesystem::path& path, std::string_view what) {

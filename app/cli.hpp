@@ -58,6 +58,9 @@ po::options_description chat_options();
 // Whether --chat was given; UsageError when it is combined with --prompt / --file, or
 // --template / --template-name are given without it.
 bool chat_requested(const po::variables_map& vm);
+// With --chat: the run config's prompt becomes the conversation (text, file and add_bos
+// cleared), with --template (made absolute) or --template-name.
+void apply_chat_options(const po::variables_map& vm, config::PromptSection& prompt);
 
 // pretty_json (a JSON value indented two spaces a level, arrays of scalars on one line)
 // is ember::pretty_json from common/json_pretty.hpp.

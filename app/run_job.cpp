@@ -67,6 +67,7 @@ struct ReportParts {
     const RunOutcome& outcome;
     const std::string& prompt;
     const std::vector<std::int32_t>& generated;  // the tokens chosen so far
+    const extract::EncodedPrompt* encoded = nullptr;  // the prompt as first encoded
     const runtime::GenerationResult* result = nullptr;
     const std::string* error = nullptr;
     bool hooks_active = false;
@@ -89,6 +90,10 @@ json::value trace_json(const std::optional<trace::JournalSummary>* trace) {
 
 json::object report_json(const ReportParts& p, const experiments::RunnerSnapshot& experiments) {
     json::object prompt{{"text", valid_utf8(p.prompt)}, {"tokens", json::value_from(p.outcome.prompt_tokens)}};
+    if (p.encoded && p.encoded->chat) {  // a conversation: its provenance and each token's message
+        prompt["chat"] = *p.encoded->chat;
+        prompt["token_messages"] = extract::token_messages_json(*p.encoded);
+    }
     json::object generated{{"tokens", json::value_from(p.result ? p.result->tokens : p.generated)}};
     add_text(generated, p.model.tokenizer, p.result ? p.result->tokens : p.generated);
     if (p.result) {
@@ -181,8 +186,8 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
     outcome.route = config.model.route;
     outcome.config_hash = config_hash;
     outcome.threads = extract::effective_threads(config.model.threads);
-    std::string prompt = extract::read_prompt(config.prompt);  // an experiment may rewrite it (before_prefill)
-    extract::EncodedPrompt encoded = extract::encode_prompt(model.tokenizer, prompt, config.prompt.add_bos);
+    extract::EncodedPrompt encoded = extract::encode_run_prompt(model, config.prompt);
+    std::string prompt = encoded.text;  // an experiment may rewrite it (before_prefill)
     outcome.prompt_tokens = encoded.ids;
     // An extraction's layers and positions are checked before anything is written.
     std::optional<extract::Extractor> extractor;
@@ -237,6 +242,7 @@ RunOutcome execute_run(const config::RunConfig& config, const LoadedModel& model
 
     const json::array inputs_record = extract::inputs_json(inputs);
     ReportParts parts{config, config_hash, model, outcome, prompt, generated};
+    parts.encoded = &encoded;
     parts.trace = &outcome.trace;
     parts.inputs = &inputs_record;
     if (directory) parts.replaced_run_id = directory->replaced_run_id();

@@ -169,7 +169,7 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
                                 const ExtractionOptions& options) {
     const auto route = runtime::route_from_name(config.model.route);
     if (!route) throw Error(fmt::format("model.route '{}' is not one of reference, fast", config.model.route));
-    const EncodedPrompt prompt = encode_prompt(model.tokenizer, read_prompt(config.prompt), config.prompt.add_bos);
+    const EncodedPrompt prompt = encode_run_prompt(model, config.prompt);
     const Selection selection = resolve(config.output, model.model->config(), prompt.text, prompt.tokens);
     const std::size_t threads = effective_threads(config.model.threads);
 

@@ -1,5 +1,7 @@
 #include "cli.hpp"
 
+#include "chat/chat_prompt.hpp"
+
 #include <fmt/format.h>
 
 #include <fstream>
@@ -107,6 +109,34 @@ std::string read_prompt(const po::variables_map& vm) {
     if (has_text == has_file) throw UsageError("give exactly one of --prompt TEXT or --file PATH");
     if (has_text) return vm["prompt"].as<std::string>();
     return read_input_file(vm["file"].as<std::string>(), "prompt file");
+}
+
+po::options_description chat_options() {
+    po::options_description options("chat options");
+    options.add_options()
+        ("chat", po::value<std::string>(), "a conversation (JSON: messages, add_generation_prompt, tools...) rendered "
+                                           "with the model's chat template instead of --prompt/--file")
+        ("template", po::value<std::string>(), "with --chat: this Jinja template instead of the model's")
+        ("template-name", po::value<std::string>(), "with --chat: the model's tokenizer.chat_template.NAME");
+    return options;
+}
+
+bool chat_requested(const po::variables_map& vm) {
+    const bool chat = vm.count("chat") > 0;
+    if (chat && (vm.count("prompt") || vm.count("file"))) throw UsageError("--chat replaces --prompt and --file: give one");
+    if (!chat && (vm.count("template") || vm.count("template-name")))
+        throw UsageError("--template and --template-name go with --chat VARS.json");
+    if (vm.count("template") && vm.count("template-name")) throw UsageError("give --template or --template-name, not both");
+    if (chat && vm.count("no-bos") && vm["no-bos"].as<bool>())
+        throw UsageError("--no-bos does not apply to --chat: the template decides (docs/chat.md)");
+    return chat;
+}
+
+void apply_chat_options(const po::variables_map& vm, config::PromptSection& prompt) {
+    prompt = {};
+    prompt.chat = chat::read_vars_file(vm["chat"].as<std::string>());
+    if (vm.count("template")) prompt.chat_template = std::filesystem::absolute(vm["template"].as<std::string>()).lexically_normal();
+    if (vm.count("template-name")) prompt.chat_template_name = vm["template-name"].as<std::string>();
 }
 
 std::string read_file(const std::filesystem::path& path, std::string_view what) {

@@ -51,6 +51,17 @@ po::options_description prompt_options();
 // Reads --prompt TEXT or --file PATH (exactly one); UsageError otherwise.
 std::string read_prompt(const po::variables_map& vm);
 
+// --chat VARS.json (a conversation: the chat template's variables), --template FILE.jinja
+// (the template; default: the model's tokenizer.chat_template) and --template-name NAME
+// (tokenizer.chat_template.NAME), for every command that reads a prompt (docs/chat.md).
+po::options_description chat_options();
+// Whether --chat was given; UsageError when it is combined with --prompt / --file, or
+// --template / --template-name are given without it.
+bool chat_requested(const po::variables_map& vm);
+// With --chat: the run config's prompt becomes the conversation (text, file and add_bos
+// cleared), with --template (made absolute) or --template-name.
+void apply_chat_options(const po::variables_map& vm, config::PromptSection& prompt);
+
 // pretty_json (a JSON value indented two spaces a level, arrays of scalars on one line)
 // is ember::pretty_json from common/json_pretty.hpp.
 

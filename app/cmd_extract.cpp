@@ -42,13 +42,14 @@ config::RunConfig config_from_options(const po::variables_map& vm) {
     config::RunConfig c;
     if (!vm.count("model")) throw UsageError("ember extract: give --model MODEL.gguf (or a run config)");
     if (!vm.count("out")) throw UsageError("ember extract: give --out DIR");
-    if (vm.count("prompt") + vm.count("file") + vm.count("dataset") != 1)
-        throw UsageError("ember extract: give exactly one of --prompt TEXT, --file PATH or --dataset FILE");
+    if (vm.count("prompt") + vm.count("file") + vm.count("dataset") + vm.count("chat") != 1)
+        throw UsageError("ember extract: give exactly one of --prompt TEXT, --file PATH, --chat VARS.json or --dataset FILE");
     apply_model_options(vm, c.model, false);
     if (vm.count("prompt")) c.prompt.text = vm["prompt"].as<std::string>();
     else if (vm.count("file")) c.prompt.file = absolute(vm["file"].as<std::string>());
-    else c.dataset.path = absolute(vm["dataset"].as<std::string>());
+    else if (vm.count("dataset")) c.dataset.path = absolute(vm["dataset"].as<std::string>());
     if (vm["no-bos"].as<bool>()) c.prompt.add_bos = config::AddBos::No;
+    if (chat_requested(vm)) apply_chat_options(vm, c.prompt);
 
     c.output.dir = absolute(vm["out"].as<std::string>());
     c.output.extract = true;
@@ -147,7 +148,7 @@ config::RunConfig shard_of_config(config::RunConfig config, Shard shard) {
 
 int run_extract(const std::vector<std::string>& args) {
     po::options_description options("extract options");
-    options.add(model_options()).add(prompt_options());
+    options.add(model_options()).add(prompt_options()).add(chat_options());
     options.add_options()
         ("dataset", po::value<std::string>(), "a dataset: JSONL (text, id, select, target) or .txt (one prompt a line)")
         ("out", po::value<std::string>(), "the run directory to write")

@@ -55,7 +55,7 @@ double shortest(float v) { return std::stod(fmt::format("{}", v)); }
 
 int run_generate(const std::vector<std::string>& args) {
     po::options_description options("generate options");
-    options.add(model_options()).add(prompt_options());
+    options.add(model_options()).add(prompt_options()).add(chat_options());
     options.add_options()
         ("max-tokens", po::value<long long>()->default_value(32), "tokens to generate at most")
         ("temperature", po::value<float>()->default_value(0.0f), "0: greedy; > 0: seeded sampling")
@@ -70,7 +70,8 @@ int run_generate(const std::vector<std::string>& args) {
     po::variables_map vm;
     if (!parse_options("generate", args, options, positional, vm)) return kExitOk;
     if (!vm.count("model")) throw UsageError("ember generate: give --model MODEL.gguf");
-    const std::string prompt = read_prompt(vm);
+    const bool chat = chat_requested(vm);
+    const std::string prompt = chat ? std::string() : read_prompt(vm);
     const std::string model_path = vm["model"].as<std::string>();
     const bool as_json = vm["json"].as<bool>();
 
@@ -80,6 +81,7 @@ int run_generate(const std::vector<std::string>& args) {
     apply_model_options(vm, config.model, false);
     config.prompt.text = prompt;
     if (vm["no-bos"].as<bool>()) config.prompt.add_bos = config::AddBos::No;
+    if (chat) apply_chat_options(vm, config.prompt);  // the conversation, rendered with the chat template
     config.generation.max_tokens = static_cast<std::uint32_t>(std::min<std::size_t>(count_option(vm, "max-tokens", 0), UINT32_MAX));
     config.generation.temperature = vm["temperature"].as<float>();
     config.generation.top_k = static_cast<std::uint32_t>(std::min<std::size_t>(count_option(vm, "top-k", 0), UINT32_MAX));

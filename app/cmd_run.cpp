@@ -27,7 +27,7 @@ namespace ember::app {
 int run_run(const std::vector<std::string>& args) {
     po::options_description options("run options");
     // The model options, each given one overriding the config's [model] key.
-    options.add(model_options());
+    options.add(model_options()).add(chat_options());
     options.add_options()
         ("experiment", po::value<std::vector<std::string>>()->composing(),
          "load this experiment plugin after the config's (repeatable; runs in the order given)")
@@ -55,6 +55,10 @@ int run_run(const std::vector<std::string>& args) {
     }
     config::RunConfig config = config::load_run_config(vm["config"].as<std::string>(), load);
     apply_model_options(vm, config.model, true);
+    if (chat_requested(vm)) {
+        if (config.dataset.path) throw UsageError("ember run: --chat replaces a single prompt; the config runs a dataset");
+        apply_chat_options(vm, config.prompt);
+    }
     if (vm["overwrite"].as<bool>()) config.output.overwrite = true;
     if (vm.count("sae"))
         for (const auto& dir : vm["sae"].as<std::vector<std::string>>())

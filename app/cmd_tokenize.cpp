@@ -1,12 +1,14 @@
-// ember tokenize --model MODEL (--prompt TEXT | --file PATH) [--no-bos] [--special]
-//                [--json | --ids] [--timing]
+// ember tokenize --model MODEL (--prompt TEXT | --file PATH | --chat VARS.json [--template FILE])
+//                [--no-bos] [--special] [--json | --ids] [--timing]
 // Prints the tokens of a text with their ids, pieces and byte spans [start, end) in the
 // UTF-8 input. Output formats are documented in docs/tokenizer.md.
 #include <fmt/format.h>
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
+#include "chat/chat_prompt.hpp"
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
@@ -68,8 +70,15 @@ json::object token_json(const tokenizer::Tokenizer& tok, const tokenizer::Token&
 
 // The header fields, then the tokens one object per line (readable and diff-able even
 // for long texts).
+// With --chat: the prompt record, and for each token the message it belongs to.
+struct ChatTokens {
+    const chat::ChatPrompt* prompt = nullptr;
+    std::vector<std::int32_t> owners;  // per token: a message index, or -1 (template text)
+};
+
 void print_json_tokens(const tokenizer::Tokenizer& tok, const std::string& model_path, std::size_t text_bytes,
-                       const tokenizer::EncodeOptions& options, const std::vector<tokenizer::Token>& tokens) {
+                       const tokenizer::EncodeOptions& options, const std::vector<tokenizer::Token>& tokens,
+                       const ChatTokens& chat = {}) {
     const auto& info = tok.info();
     json::object header;
     header["schema_version"] = 1;
@@ -79,6 +88,7 @@ void print_json_tokens(const tokenizer::Tokenizer& tok, const std::string& model
     header["parse_special"] = options.parse_special;
     header["text_bytes"] = text_bytes;
     header["n_tokens"] = tokens.size();
+    if (chat.prompt) header["chat"] = chat::prompt_record(*chat.prompt);
 
     fmt::memory_buffer out;
     auto put = [&](std::string_view s) { out.append(s.data(), s.data() + s.size()); };
@@ -93,7 +103,13 @@ void print_json_tokens(const tokenizer::Tokenizer& tok, const std::string& model
     put("  \"tokens\": [");
     for (std::size_t i = 0; i < tokens.size(); ++i) {
         put(i ? ",\n    " : "\n    ");
-        put(strict_json(token_json(tok, tokens[i])));
+        json::object t = token_json(tok, tokens[i]);
+        if (chat.prompt) {
+            const std::int32_t m = chat.owners[i];
+            t["message"] = m < 0 ? json::value(nullptr) : json::value(m);
+            t["role"] = m < 0 ? json::value(nullptr) : json::value(chat.prompt->roles.at(static_cast<std::size_t>(m)));
+        }
+        put(strict_json(t));
     }
     put(tokens.empty() ? "]\n}\n" : "\n  ]\n}\n");
     write_stdout_or_throw(out);
@@ -103,7 +119,7 @@ void print_json_tokens(const tokenizer::Tokenizer& tok, const std::string& model
 
 int run_tokenize(const std::vector<std::string>& args) {
     po::options_description options("tokenize options");
-    options.add(prompt_options());
+    options.add(prompt_options()).add(chat_options());
     options.add_options()
         ("model", po::value<std::string>(), "GGUF file whose tokenizer to use")
         ("special", po::bool_switch(), "parse special-token texts (<|im_start|>, <s>...) in the input")
@@ -115,7 +131,10 @@ int run_tokenize(const std::vector<std::string>& args) {
     if (!parse_options("tokenize", args, options, positional, vm)) return kExitOk;
     if (!vm.count("model")) throw UsageError("ember tokenize: give --model MODEL.gguf");
     if (vm["json"].as<bool>() && vm["ids"].as<bool>()) throw UsageError("ember tokenize: --json and --ids exclude each other");
-    const std::string text = read_prompt(vm);
+    const bool chat = chat_requested(vm);
+    std::optional<json::object> chat_vars;
+    if (chat) chat_vars = chat::read_vars_file(vm["chat"].as<std::string>());
+    std::string text = chat ? std::string() : read_prompt(vm);
     const std::string model_path = vm["model"].as<std::string>();
 
     const auto load_start = Clock::now();
@@ -127,11 +146,28 @@ int run_tokenize(const std::vector<std::string>& args) {
     if (vm["no-bos"].as<bool>()) encode_options.add_bos = false;
     encode_options.parse_special = vm["special"].as<bool>();
     const auto encode_start = Clock::now();
-    const auto tokens = tok.encode(text, encode_options);
+    std::vector<tokenizer::Token> tokens;
+    std::optional<chat::ChatPrompt> prompt;
+    ChatTokens chat_tokens;
+    if (chat) {
+        // The rendered conversation: special tokens parsed, BOS only if the template wrote none.
+        chat::TemplateChoice choice;
+        if (vm.count("template")) choice.file = vm["template"].as<std::string>();
+        if (vm.count("template-name")) choice.name = vm["template-name"].as<std::string>();
+        prompt = chat::render_prompt(chat::load_template(choice, &file, model_path), std::move(*chat_vars), &tok);
+        tokens = chat::tokenize_prompt(*prompt, tok);
+        text = prompt->text;
+        encode_options.parse_special = true;
+        encode_options.add_bos = prompt->bos.added;
+        chat_tokens.prompt = &*prompt;
+        chat_tokens.owners = chat::token_messages(tokens, prompt->origins);
+    } else {
+        tokens = tok.encode(text, encode_options);
+    }
     const double tokenize_s = seconds_since(encode_start);
 
     if (vm["json"].as<bool>()) {
-        print_json_tokens(tok, model_path, text.size(), encode_options, tokens);
+        print_json_tokens(tok, model_path, text.size(), encode_options, tokens, chat_tokens);
     } else if (vm["ids"].as<bool>()) {
         print_ids(tokens);
     } else {

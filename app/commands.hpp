@@ -9,6 +9,7 @@ namespace ember::app {
 
 int run_inspect(const std::vector<std::string>& args);
 int run_tokenize(const std::vector<std::string>& args);
+int run_template(const std::vector<std::string>& args);
 int run_detokenize(const std::vector<std::string>& args);
 int run_vocab(const std::vector<std::string>& args);
 int run_generate(const std::vector<std::string>& args);

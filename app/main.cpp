@@ -21,6 +21,7 @@ struct Subcommand {
 constexpr Subcommand kSubcommands[] = {
     {"inspect", "describe a GGUF model: family, hyperparameters, tokenizer, tensors", ember::app::run_inspect},
     {"tokenize", "tokenize a text: ids, pieces and byte spans", ember::app::run_tokenize},
+    {"template", "render a chat template with a conversation, exactly as Hugging Face does", ember::app::run_template},
     {"detokenize", "turn token ids into text: their pieces joined", ember::app::run_detokenize},
     {"vocab", "print a model's vocabulary: id, type and piece of every token", ember::app::run_vocab},
     {"generate", "continue a prompt: greedy or seeded sampling, streamed or as JSON", ember::app::run_generate},

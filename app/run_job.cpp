@@ -69,6 +69,7 @@ struct ReportParts {
     const RunOutcome& outcome;
     const std::string& prompt;
     const std::vector<std::int32_t>& generated;  // the tokens chosen so far
+    const extract::EncodedPrompt* encoded = nullptr;  // the prompt as first encoded
     const runtime::GenerationResult* result = nullptr;
     const std::string* error = nullptr;
     bool hooks_active = false;
@@ -91,6 +92,10 @@ json::value trace_json(const std::optional<trace::JournalSummary>* trace) {
 
 json::object report_json(const ReportParts& p, const experiments::RunnerSnapshot& experiments) {
     json::object prompt{{"text", valid_utf8(p.prompt)}, {"tokens", json::value_from(p.outcome.prompt_tokens)}};
+    if (p.encoded && p.encoded->chat) {  // a conversation: its provenance and each token's message
+        prompt["chat"] = *p.encoded->chat;
+        prompt["token_messages"] = extract::token_messages_json(*p.encoded);
+    }
     json::object generated{{"tokens", json::value_from(p.result ? p.result->tokens : p.generated)}};
     add_text(generated, p.model.tokenizer, p.result ? p.result->tokens : p.generated);
     if (p.result) {
@@ -222,8 +227,8 @@ private:
         outcome_.threads = extract::effective_threads(config_.model.threads);
         // Hashed before they are read: a change while the run reads them fails it (check_inputs).
         inputs_ = extract::collect_inputs(config_, model_.sha256, model_.file.mapping()->state());
-        prompt_ = extract::read_prompt(config_.prompt);  // an experiment may rewrite it (before_prefill)
-        encoded_ = extract::encode_prompt(model_.tokenizer, prompt_, config_.prompt.add_bos);
+        encoded_ = extract::encode_run_prompt(model_, config_.prompt);  // a text, or a conversation rendered
+        prompt_ = encoded_.text;  // an experiment may rewrite it (before_prefill)
         outcome_.prompt_tokens = encoded_.ids;
         // An extraction's layers and positions are checked before anything is written.
         if (config_.output.extract)
@@ -237,6 +242,7 @@ private:
                 input.key = fmt::format("saes[{}]", i);
                 inputs_.push_back(std::move(input));
             }
+        parts_.encoded = &encoded_;
         parts_.trace = &outcome_.trace;
         parts_.inputs = &inputs_record_;
         parts_.ctx = config_.model.ctx != 0 ? config_.model.ctx : runtime::default_context_length(model_.model->config());

@@ -57,6 +57,9 @@ config::RunConfig config_from_json(const json::value& v) {
     if (p.as_object().contains("file")) c.prompt.file = fs::path(text(p, "file"));
     const json::value& bos = p.at("add_bos");
     c.prompt.add_bos = bos.is_string() ? config::AddBos::Auto : bos.as_bool() ? config::AddBos::Yes : config::AddBos::No;
+    if (const auto* chat = p.as_object().if_contains("chat")) c.prompt.chat = chat->as_object();
+    if (p.as_object().contains("template")) c.prompt.chat_template = fs::path(text(p, "template"));
+    if (p.as_object().contains("template_name")) c.prompt.chat_template_name = text(p, "template_name");
     const json::value& g = v.at("generation");
     c.generation = {number<std::uint32_t>(g, "max_tokens"), number<double>(g, "temperature"),
                     number<std::uint32_t>(g, "top_k"), number<double>(g, "top_p"), number<std::uint64_t>(g, "seed")};

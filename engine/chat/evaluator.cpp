@@ -46,13 +46,15 @@ Value CallArgs::keywords_value() const {
 
 // ---- limits ----
 
-void Renderer::charge() {
-    if (++steps_ > limits_.max_steps)
+void Renderer::charge(std::uint64_t n) {
+    steps_ += n;
+    if (steps_ > limits_.max_steps)
         throw TemplateError(fmt::format("the template evaluated more than {} expressions (a loop that does not end?)",
                                         limits_.max_steps));
 }
 
-void Renderer::check_string(std::size_t bytes) const {
+void Renderer::check_string(std::size_t bytes) {
+    charge(bytes / 256);
     if (bytes > limits_.max_string_bytes)
         throw TemplateError(fmt::format("a string of {} bytes, more than the limit of {}", bytes, limits_.max_string_bytes));
 }
@@ -186,6 +188,7 @@ void Renderer::exec_for(const Node* node, Scope& scope, Text& out) {
 
     std::vector<Value> items;
     for (const Value& item : *iterable.array) {
+        charge();
         if (condition) {
             Scope test_scope{&loop_scope, {}};
             bind_loop_target(node->a, item, test_scope);
@@ -195,6 +198,7 @@ void Renderer::exec_for(const Node* node, Scope& scope, Text& out) {
     }
     bool iterated = false;
     for (std::size_t i = 0; i < items.size(); ++i) {
+        charge();
         loop_scope.set("loop", loop_object(items, i));
         bind_loop_target(node->a, items[i], loop_scope);
         const std::size_t mark = out.bytes.size();

@@ -57,9 +57,12 @@ public:
 
     // Every string, list and output growth goes through these so that a hostile template
     // is refused instead of eating the machine.
-    void check_string(std::size_t bytes) const;
+    void check_string(std::size_t bytes);  // also charges a step per 256 bytes made
     void check_list(std::size_t items) const;
     std::int64_t now_seconds() const { return now_seconds_; }
+    // Counts `n` steps of work against the limit (every expression, statement and loop
+    // iteration; a list made by range() counts its items).
+    void charge(std::uint64_t n = 1);
 
 private:
     enum class Flow : std::uint8_t { Normal, Break, Continue };
@@ -69,7 +72,6 @@ private:
     int call_depth_ = 0;
     Flow flow_ = Flow::Normal;
 
-    void charge();
     void exec(const Node* node, Scope& scope, Text& out);
     void exec_for(const Node* node, Scope& scope, Text& out);
     void exec_set(const Node* node, Scope& scope);

@@ -202,6 +202,7 @@ Value range(Renderer& r, const CallArgs& args) {
     if (step == 0) throw TemplateError("range() step must not be zero");
     const double count = std::max(0.0, std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step)));
     r.check_list(static_cast<std::size_t>(std::min(count, 1e18)));
+    r.charge(static_cast<std::uint64_t>(count));
     Array out;
     for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(Value::from_int(i));
     return Value::from_array(std::move(out));

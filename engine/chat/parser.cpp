@@ -106,8 +106,10 @@ private:
         std::vector<const Node*> body;
         while (!is_statement(ends)) {
             if (at_ >= tokens_.size()) {
-                throw TemplateError(fmt::format("unexpected end of template: the {} has no {{% {} %}}", opened,
-                                                *ends.begin() == "elif" ? "endif" : *std::prev(ends.end())), at);
+                std::string_view closing;
+                for (auto e : ends)
+                    if (e.substr(0, 3) == "end") closing = e;
+                throw TemplateError(fmt::format("unexpected end of template: the {} has no {{% {} %}}", opened, closing), at);
             }
             if (const Node* n = any()) body.push_back(n);
         }
@@ -406,7 +408,7 @@ private:
                 }
                 object = n;
             } else if (is(TokenType::OpenParen)) {
-                Node* n = make(NodeKind::Call, token().offset);
+                Node* n = make(NodeKind::Call, object->offset);
                 n->a = object;
                 n->list = arguments(false);
                 object = n;

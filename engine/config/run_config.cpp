@@ -55,6 +55,37 @@ ModelSection parse_model(const toml::table& table, const std::string& file, cons
     return m;
 }
 
+// [prompt] messages = [{role = "user", content = "..."}], with add_generation_prompt,
+// enable_thinking, tools and template / template_name: the chat template's variables.
+void parse_chat(TableReader& r, const toml::table& table, PromptSection& p, const fs::path& base) {
+    const toml::node* messages = r.node("messages");
+    const auto add_generation_prompt = r.boolean("add_generation_prompt");
+    const auto enable_thinking = r.boolean("enable_thinking");
+    const toml::node* tools = r.node("tools");
+    p.chat_template = r.path("template", base);
+    p.chat_template_name = r.string("template_name");
+    if (!messages) {
+        for (const char* key : {"add_generation_prompt", "enable_thinking", "tools", "template", "template_name"})
+            if (const toml::node* n = table.get(key)) r.fail(*n, fmt::format("prompt.{} goes with prompt.messages", key));
+        return;
+    }
+    const toml::array* list = messages->as_array();
+    if (!list) r.fail(*messages, "prompt.messages must be an array of {role = \"...\", content = \"...\"} tables");
+    for (const toml::node& m : *list) {
+        const toml::table* t = m.as_table();
+        if (!t || !t->get_as<std::string>("role"))
+            r.fail(m, "each of prompt.messages must be a table with a string role");
+    }
+    if (p.chat_template && p.chat_template_name) r.fail(*table.get("template_name"), "prompt.template and prompt.template_name exclude each other");
+    if (const toml::node* n = table.get("add_bos")) r.fail(*n, "prompt.add_bos does not go with messages: the template writes BOS");
+    boost::json::object chat;
+    chat["messages"] = toml_to_json(*messages, r.file());
+    if (add_generation_prompt) chat["add_generation_prompt"] = *add_generation_prompt;
+    if (enable_thinking) chat["enable_thinking"] = *enable_thinking;
+    if (tools) chat["tools"] = toml_to_json(*tools, r.file());
+    p.chat = std::move(chat);
+}
+
 PromptSection parse_prompt(const toml::table& table, const std::string& file, const fs::path& base) {
     PromptSection p;
     TableReader r(table, "prompt", file);
@@ -65,9 +96,12 @@ PromptSection parse_prompt(const toml::table& table, const std::string& file, co
         else if (n->is_string() && n->as_string()->get() == "auto") p.add_bos = AddBos::Auto;
         else r.fail(*n, "prompt.add_bos must be true, false or \"auto\"");
     }
+    parse_chat(r, table, p, base);
     r.finish();
     if (p.text && p.file) r.fail(*table.get("file"), "[prompt] takes text or file, not both");
-    if (!p.text && !p.file) r.fail_here("[prompt] needs text = \"...\" or file = \"prompt.txt\"");
+    if (p.chat && (p.text || p.file)) r.fail(*table.get("messages"), "[prompt] takes messages, text or file: one of them");
+    if (!p.text && !p.file && !p.chat)
+        r.fail_here("[prompt] needs text = \"...\", file = \"prompt.txt\" or messages = [...]");
     return p;
 }
 
@@ -283,7 +317,7 @@ RunConfig run_config_from_toml(const toml::table& root, const fs::path& file, co
     top.finish();
 
     if (!model) missing_table(display, "missing [model] (model.path is required)");
-    if (!prompt && !dataset) missing_table(display, "missing [prompt] (prompt.text or prompt.file is required)");
+    if (!prompt && !dataset) missing_table(display, "missing [prompt] (prompt.text, prompt.file or prompt.messages is required)");
     if (prompt && dataset) missing_table(display, "[prompt] and [dataset] cannot both be given: a run has one prompt or a dataset");
     c.model = parse_model(*model, display, base);
     if (prompt) c.prompt = parse_prompt(*prompt, display, base);
@@ -356,6 +390,9 @@ boost::json::object to_json(const RunConfig& c) {
     if (c.prompt.file) prompt["file"] = c.prompt.file->string();
     if (c.prompt.add_bos == AddBos::Auto) prompt["add_bos"] = "auto";
     else prompt["add_bos"] = c.prompt.add_bos == AddBos::Yes;
+    if (c.prompt.chat) prompt["chat"] = *c.prompt.chat;  // only a chat run has these: other hashes stay
+    if (c.prompt.chat_template) prompt["template"] = c.prompt.chat_template->string();
+    if (c.prompt.chat_template_name) prompt["template_name"] = *c.prompt.chat_template_name;
 
     json::array experiments;
     for (const auto& e : c.experiments) {

@@ -43,9 +43,16 @@ struct ModelSection {
 };
 
 struct PromptSection {
-    std::optional<std::string> text;            // exactly one of text and file
+    std::optional<std::string> text;            // exactly one of text, file and a conversation (chat)
     std::optional<std::filesystem::path> file;
     AddBos add_bos = AddBos::Auto;              // auto: as the model's tokenizer metadata says
+    // A conversation rendered with a chat template (docs/chat.md): the template's variables
+    // (messages, add_generation_prompt, enable_thinking, tools), from [prompt] messages = [...]
+    // or --chat VARS.json; the template `template = "FILE"`, else the model's
+    // tokenizer.chat_template (.NAME with template_name).
+    std::optional<boost::json::object> chat;
+    std::optional<std::filesystem::path> chat_template;
+    std::optional<std::string> chat_template_name;
 };
 
 struct GenerationSection {

@@ -171,7 +171,7 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     if (!route) throw Error(fmt::format("model.route '{}' is not one of reference, fast", config.model.route));
     // Hashed before they are read: a change while the run reads them fails it (check_inputs_unchanged).
     const std::vector<InputFile> inputs = collect_inputs(config, model.sha256, model.file.mapping()->state());
-    const EncodedPrompt prompt = encode_prompt(model.tokenizer, read_prompt(config.prompt), config.prompt.add_bos);
+    const EncodedPrompt prompt = encode_run_prompt(model, config.prompt);
     const Selection selection = resolve(config.output, model.model->config(), prompt.text, prompt.tokens);
     const std::size_t threads = effective_threads(config.model.threads);
 

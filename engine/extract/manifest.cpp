@@ -1,5 +1,8 @@
 #include "extract/manifest.hpp"
 
+#include "chat/chat_prompt.hpp"
+#include "extract/extraction.hpp"
+
 #include <fmt/format.h>
 
 #include <boost/json/value_from.hpp>
@@ -43,6 +46,27 @@ EncodedPrompt encode_prompt(const tokenizer::Tokenizer& tok, std::string text, c
                   p.ids.front() == static_cast<std::int32_t>(*tok.info().bos_id) && p.tokens.front().start == 0 &&
                   p.tokens.front().end == 0;
     return p;
+}
+
+EncodedPrompt encode_run_prompt(const runtime::LoadedModel& model, const config::PromptSection& prompt) {
+    if (!prompt.chat) return encode_prompt(model.tokenizer, read_prompt(prompt), prompt.add_bos);
+    chat::TemplateChoice choice{prompt.chat_template, prompt.chat_template_name};
+    chat::ChatPrompt rendered =
+        chat::render_prompt(chat::load_template(choice, &model.file, model.path.string()), *prompt.chat, &model.tokenizer);
+    EncodedPrompt p;
+    p.tokens = chat::tokenize_prompt(rendered, model.tokenizer);
+    for (const auto& t : p.tokens) p.ids.push_back(t.id);
+    p.bos_added = rendered.bos.added;
+    p.token_messages = chat::token_messages(p.tokens, rendered.origins);
+    p.chat = chat::prompt_record(rendered);
+    p.text = std::move(rendered.text);
+    return p;
+}
+
+json::array token_messages_json(const EncodedPrompt& prompt) {
+    json::array out;
+    for (std::int32_t m : prompt.token_messages) out.push_back(m < 0 ? json::value(nullptr) : json::value(m));
+    return out;
 }
 
 json::array layer_records(const models::ModelConfig& c) {
@@ -126,10 +150,15 @@ json::object tokenizer_record(const tokenizer::Tokenizer& tok, const EncodedProm
 json::object sample_record(const EncodedPrompt& prompt) {
     Sha256 ids;
     ids.update(std::as_bytes(std::span(prompt.ids)));
-    return {{"index", 0},
-            {"n_tokens", prompt.ids.size()},
-            {"prompt_sha256", sha256_hex(prompt.text)},
-            {"token_ids_sha256", ids.finish_hex()}};
+    json::object r{{"index", 0},
+                   {"n_tokens", prompt.ids.size()},
+                   {"prompt_sha256", sha256_hex(prompt.text)},
+                   {"token_ids_sha256", ids.finish_hex()}};
+    if (prompt.chat) {
+        r["chat"] = *prompt.chat;
+        r["token_messages"] = token_messages_json(prompt);
+    }
+    return r;
 }
 
 std::string values_sha256(const std::vector<float>& values) { return sha256_hex(std::as_bytes(std::span(values))); }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "extract/run_directory.hpp"
 #include "gguf/gguf_file.hpp"
 #include "models/model.hpp"
+#include "runtime/loaded_model.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace ember::extract {
@@ -27,8 +29,17 @@ struct EncodedPrompt {
     std::vector<tokenizer::Token> tokens;
     std::vector<std::int32_t> ids;
     bool bos_added = false;
+    // A conversation (docs/chat.md): the provenance record (template source and SHA-256,
+    // variables, rendered text, BOS decision), and per token its message or -1 (template text).
+    std::optional<boost::json::object> chat;
+    std::vector<std::int32_t> token_messages;
 };
 EncodedPrompt encode_prompt(const tokenizer::Tokenizer& tok, std::string text, config::AddBos add_bos);
+// A run's prompt: prompt.text / prompt.file encoded, or prompt.chat rendered with the chat
+// template (the file, else the model's), special tokens parsed and no second BOS.
+EncodedPrompt encode_run_prompt(const runtime::LoadedModel& model, const config::PromptSection& prompt);
+// The token-to-message map as JSON: a message index per token, null for template text.
+boost::json::array token_messages_json(const EncodedPrompt& prompt);
 
 // Per layer: index, attention (full | sliding_window), heads, KV heads, head_dim, n_rot,
 // n_ff, RoPE base and scale, rope_freqs use, attention scale, kv_source. (Also what

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/error.hpp"
 #include "tokenizer/unicode.hpp"
@@ -72,10 +73,50 @@ struct LowerPriority {
 };
 constexpr LowerPriority lower_priority;
 
+// Vocabulary lookups of pair texts up to 7 bytes, remembered in a direct-mapped table: a
+// long text asks for the same short pairs (two letters, "▁" and a letter) again and again.
+// Only a cache of Vocabulary::find, so it changes no token.
+class ShortPairCache {
+public:
+    static constexpr std::size_t kMaxBytes = 7;
+    static constexpr std::size_t kMinText = 4096;  // shorter fragments look every pair up
+
+    explicit ShortPairCache(std::size_t text_bytes) : slots_(text_bytes >= kMinText ? kSlots : 0) {}
+
+    std::int32_t find(const Vocabulary& vocab, std::string_view text) {
+        if (slots_.empty() || text.size() > kMaxBytes) return vocab.find(text);
+        const std::uint64_t key = pack(text);
+        Slot& slot = slots_[((key + text.size()) * 0x9E3779B97F4A7C15ull) >> (64 - kSlotBits)];
+        if (slot.size == text.size() && slot.key == key) return slot.token;
+        slot = {key, vocab.find(text), static_cast<std::uint32_t>(text.size())};
+        return slot.token;
+    }
+
+private:
+    static constexpr std::size_t kSlotBits = 12;
+    static constexpr std::size_t kSlots = std::size_t{1} << kSlotBits;
+    struct Slot {
+        std::uint64_t key = 0;
+        std::int32_t token = 0;
+        std::uint32_t size = 0;  // 0: empty
+    };
+    // 1-7 bytes as one word that, with the size, determines them: two overlapping 4-byte
+    // reads, or the first, middle and last byte.
+    static std::uint64_t pack(std::string_view t) {
+        const auto byte = [&](std::size_t i) { return std::uint64_t{static_cast<unsigned char>(t[i])}; };
+        if (t.size() < 4) return byte(0) | (byte(t.size() / 2) << 8) | (byte(t.size() - 1) << 16);
+        std::uint32_t low, high;
+        std::memcpy(&low, t.data(), 4);
+        std::memcpy(&high, t.data() + t.size() - 4, 4);
+        return (std::uint64_t{high} << 32) | low;
+    }
+    std::vector<Slot> slots_;
+};
+
 class SpmSession {
 public:
     SpmSession(const SpmModel& model, const Vocabulary& vocab, const EscapedText& escaped)
-        : model_(model), vocab_(vocab), e_(escaped) {}
+        : model_(model), vocab_(vocab), e_(escaped), pairs_(escaped.text.size()) {}
 
     // Runs of characters that can merge go through the merge queue one run at a time; a
     // character that cannot merge is a run of its own.
@@ -121,7 +162,7 @@ private:
         const Symbol& l = symbols_[static_cast<std::size_t>(left)];
         const Symbol& r = symbols_[static_cast<std::size_t>(right)];
         const std::uint32_t size = l.len + r.len;
-        const std::int32_t token = vocab_.find(std::string_view(e_.text).substr(l.start, size));
+        const std::int32_t token = pairs_.find(vocab_, std::string_view(e_.text).substr(l.start, size));
         if (token == Vocabulary::kNone) return;
         queue_.push_back({vocab_.score(token), left, right, size, token});
         std::push_heap(queue_.begin(), queue_.end(), lower_priority);
@@ -173,6 +214,7 @@ private:
     const SpmModel& model_;
     const Vocabulary& vocab_;
     const EscapedText& e_;
+    ShortPairCache pairs_;
     std::vector<Symbol> symbols_;
     std::vector<Bigram> queue_;
 };

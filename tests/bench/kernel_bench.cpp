@@ -3,8 +3,8 @@
 // product) for 1B-model-shaped layers, per weight type, for the process kernel set
 // (EMBER_CPU picks another) and a given thread count.
 //
-//   ember_kernel_bench [--threads N] [--tokens T] [--types q8_0,f16,bf16,f32]
-//                      [--seconds S] [--no-gemm] [--no-gemv] [--no-ops]
+//   ember_kernel_bench [--threads N] [--tokens T] [--types q8_0,f16,bf16,f32,q2_k,...]
+//                      [--seconds S] [--shape ROWSxCOLS] [--no-gemm] [--no-gemv] [--no-ops]
 //
 // Decode streams weights from memory, not cache: each matrix-vector measurement cycles
 // through enough copies of the weights to exceed any last-level cache (>= 256 MiB).
@@ -14,9 +14,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,7 @@
 #include "kernels/fast/kernel_set.hpp"
 #include "kernels/fast/matmul.hpp"
 #include "kernels/fast/thread_pool.hpp"
+#include "kernels/weight_format.hpp"
 
 namespace fast = ember::kernels::fast;
 using ember::gguf::GgmlType;
@@ -46,14 +49,13 @@ constexpr Shape kShapes[] = {
 };
 
 std::size_t row_bytes(GgmlType type, std::size_t cols) {
-    switch (type) {
-        case GgmlType::Q8_0: return cols / 32 * sizeof(fast::BlockQ8_0);
-        case GgmlType::F32: return cols * 4;
-        default: return cols * 2;
-    }
+    const ember::kernels::WeightFormat& f = ember::kernels::weight_format(type);
+    return ember::kernels::format_row_bytes(f.block_size, f.block_bytes, cols);
 }
 
-// Random weights with realistic magnitudes, `copies` times.
+// Random weights with realistic magnitudes, `copies` times. The legacy and K-quant
+// formats: random bytes per block, drawn again until the block dequantizes to finite
+// values within +-1000 (the table's dequantizer judges, as in backend_ops_test).
 fast::AlignedBuffer random_weights(GgmlType type, std::size_t rows, std::size_t cols, std::size_t copies) {
     const std::size_t bytes = row_bytes(type, cols) * rows;
     fast::AlignedBuffer buffer(bytes * copies);
@@ -61,11 +63,23 @@ fast::AlignedBuffer random_weights(GgmlType type, std::size_t rows, std::size_t 
     std::normal_distribution<float> value(0.0f, 0.02f);
     std::uniform_int_distribution<int> q(-127, 127);
     std::byte* p = buffer.data();
+    const ember::kernels::WeightFormat& f = ember::kernels::weight_format(type);
     if (type == GgmlType::Q8_0) {
         auto* blocks = reinterpret_cast<fast::BlockQ8_0*>(p);
         for (std::size_t b = 0; b < rows * cols / 32; ++b) {
             blocks[b].d = fast::fp32_to_fp16(0.0005f + std::fabs(value(rng)) * 0.01f);
             for (auto& v : blocks[b].qs) v = static_cast<std::int8_t>(q(rng));
+        }
+    } else if (f.block_size > 1) {
+        std::uniform_int_distribution<int> byte(0, 255);
+        std::vector<float> values(f.block_size);
+        for (std::size_t b = 0; b < rows * cols / f.block_size; ++b) {
+            std::byte* block = p + b * f.block_bytes;
+            for (bool ok = false; !ok;) {
+                for (std::size_t i = 0; i < f.block_bytes; ++i) block[i] = static_cast<std::byte>(byte(rng));
+                f.dequantize_row(block, values.data(), f.block_size);
+                ok = std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v) && std::abs(v) <= 1000; });
+            }
         }
     } else {
         for (std::size_t i = 0; i < rows * cols; ++i) {
@@ -143,11 +157,10 @@ void bench_ops(const fast::KernelSet& kernels, fast::ThreadPool& pool, std::size
     }
 }
 
+// A row of the weight-format table by its kernel suffix ("q8_0", "q2_k", ...).
 GgmlType parse_type(const std::string& name) {
-    if (name == "q8_0") return GgmlType::Q8_0;
-    if (name == "f16") return GgmlType::F16;
-    if (name == "bf16") return GgmlType::BF16;
-    if (name == "f32") return GgmlType::F32;
+    for (const ember::kernels::WeightFormat& f : ember::kernels::weight_formats())
+        if (f.kernel_suffix == name) return f.type;
     throw std::runtime_error("unknown type " + name);
 }
 
@@ -158,6 +171,8 @@ int main(int argc, char** argv) {
     std::size_t n_tokens = 128;
     double seconds = 1.0;
     bool gemm = true, gemv = true, ops = true;
+    Shape custom{};
+    std::span<const Shape> shapes = kShapes;
     std::vector<GgmlType> types = {GgmlType::Q8_0, GgmlType::F16, GgmlType::BF16};
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
@@ -171,6 +186,13 @@ int main(int argc, char** argv) {
         else if (arg == "--no-gemm") gemm = false;
         else if (arg == "--no-gemv") gemv = false;
         else if (arg == "--no-ops") ops = false;
+        else if (arg == "--shape") {  // ROWSxCOLS instead of the 1B shapes (e.g. for instruction counts)
+            const std::string v = next();
+            const std::size_t x = v.find('x');
+            if (x == std::string::npos) throw std::runtime_error("--shape needs ROWSxCOLS");
+            custom = {"custom", std::stoul(v.substr(0, x)), std::stoul(v.substr(x + 1))};
+            shapes = {&custom, 1};
+        }
         else if (arg == "--types") {
             types.clear();
             std::string list = next();
@@ -181,7 +203,7 @@ int main(int argc, char** argv) {
             }
         } else {
             fmt::print(stderr, "usage: ember_kernel_bench [--threads N] [--tokens T] [--types q8_0,f16,bf16,f32] "
-                               "[--seconds S] [--no-gemm] [--no-gemv] [--no-ops]\n");
+                               "[--seconds S] [--shape ROWSxCOLS] [--no-gemm] [--no-gemv] [--no-ops]\n");
             return 2;
         }
     }
@@ -192,7 +214,7 @@ int main(int argc, char** argv) {
     fmt::print("{:<6} {:<30} {:>12} {:>10} {:>14} {:>10}\n", "type", "shape", "GEMV us", "GB/s", "GEMM ms", "GOPS");
 
     for (GgmlType type : types) {
-        for (const Shape& shape : kShapes) {
+        for (const Shape& shape : shapes) {
             const std::size_t matrix_bytes = row_bytes(type, shape.cols) * shape.rows;
             const std::size_t copies = std::max<std::size_t>(1, (256u << 20) / matrix_bytes + 1);
             const auto weights = random_weights(type, shape.rows, shape.cols, gemv ? copies : 1);

@@ -1,6 +1,6 @@
 // The AVX2 products of the quantized formats (compiled with -mavx2 -mfma -mf16c; see
 // variant_kernels.hpp for the rules of a variant translation unit): Q4_0, Q4_K and Q6_K,
-// and Q4_1, Q5_1, Q2_K, Q3_K, Q5_K below them. They compute what scalar_quants.cpp
+// and Q4_1, Q5_1, Q2_K, Q3_K, Q5_K, Q5_0 below them. They compute what scalar_quants.cpp
 // computes, with llama.cpp's own instruction sequence
 // (ggml_vec_dot_q4_0_q8_0, _q4_K_q8_K, _q6_K_q8_K, ..., AVX2 branch): maddubs / madd give lane
 // i of each 32-byte chunk its elements 4i..4i+3 exactly in int32, then the per-block
@@ -313,6 +313,28 @@ struct Q5_K {
     static float finish(const Acc& acc) { return avx2_fold8(acc.lanes) + acc.mins; }
 };
 
+// ---- Q5_0 x Q8_0: Q4_0's product on q = nibble | 0xF0 where the fifth bit is clear
+// (nibble + 16 * bit - 16 as int8), as llama.cpp forms it
+struct Q5_0 {
+    using Block = BlockQ5_0;
+    using Act = BlockQ8_0;
+    static constexpr std::size_t kBlock = 32;
+    using W = Q4_0::W;
+    static void load(const Block& b, W& u) {
+        const __m256i high = _mm256_andnot_si256(bytes_from_bits_32(b.qh), _mm256_set1_epi8(static_cast<char>(0xF0)));
+        u.q = _mm256_or_si256(q4_1_nibbles(b.qs), high);
+        u.abs_q = _mm256_sign_epi8(u.q, u.q);
+        u.d = half(b.d);
+    }
+    static void step(const W& u, const Block&, const Act& a, Acc& acc) {
+        const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
+        const __m256i pairs = _mm256_maddubs_epi16(u.abs_q, _mm256_sign_epi8(qa, u.q));
+        const __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+        acc.lanes = _mm256_fmadd_ps(_mm256_set1_ps(u.d * half(a.d)), s, acc.lanes);
+    }
+    static float finish(const Acc& acc) { return avx2_fold8(acc.lanes); }
+};
+
 template <typename F>
 struct QuantTile {
     template <int R, int T>
@@ -352,5 +374,6 @@ void q5_1_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { qua
 void q2_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { quant_rows<Q2_K>(t, r0, r1); }
 void q3_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { quant_rows<Q3_K>(t, r0, r1); }
 void q5_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { quant_rows<Q5_K>(t, r0, r1); }
+void q5_0_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { quant_rows<Q5_0>(t, r0, r1); }
 
 }  // namespace ember::kernels::fast::avx2

@@ -72,6 +72,7 @@ KernelSet avx2_set() {
     set_matmul(k, GgmlType::Q2_K, avx2::q2_k_matmul_rows);
     set_matmul(k, GgmlType::Q3_K, avx2::q3_k_matmul_rows);
     set_matmul(k, GgmlType::Q5_K, avx2::q5_k_matmul_rows);
+    set_matmul(k, GgmlType::Q5_0, avx2::q5_0_matmul_rows);
     k.swiglu_row = avx2::swiglu_row;
     k.geglu_row = avx2::geglu_row;
     k.softmax_row = avx2::softmax_row;
@@ -80,7 +81,7 @@ KernelSet avx2_set() {
     return k;
 }
 
-// AVX-512 F/BW/VL/DQ kernels; without VNNI the quantized products are the AVX2 ones (Q5_0: portable), with it all
+// AVX-512 F/BW/VL/DQ kernels; without VNNI the quantized products are the AVX2 ones, with it all
 // but Q4_1 and Q5_1 (AVX2 in both) are VNNI kernels; without
 // AVX512_BF16 the BF16 product converts to F32 and uses FMA.
 KernelSet avx512_set(const CpuFeatures& f) {

@@ -69,6 +69,7 @@ void q5_1_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t
 void q2_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void q3_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void q5_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q5_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 }  // namespace avx2
 
 namespace avx512 {  // avx2 flags + -mavx512f -mavx512bw -mavx512vl -mavx512dq

@@ -17,6 +17,8 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
+#include "common/output_path.hpp"
+#include "extract/inputs_record.hpp"
 #include "config/run_config.hpp"
 #include "dataset_job.hpp"
 #include "extract/extraction.hpp"
@@ -187,6 +189,11 @@ int run_extract(const std::vector<std::string>& args) {
         if (vm.count("shard") && !vm.count("dataset")) throw UsageError("ember extract: --shard K/N goes with --dataset");
         config = config_from_options(vm);
     }
+
+    // What it writes, before any work: nothing there yet, or what it may replace.
+    if (vm.count("out")) check_output_directory("--out", config.output.dir);
+    if (vm.count("trace")) check_output_file("--trace", config.tracing.path);
+    extract::check_run_outputs(config, vm["overwrite"].as<bool>());
 
     const extract::LoadedModel model(config.model.path, parse_arch(config.model.arch));
     if (config.dataset.path) return run_dataset(model, config, vm["json"].as<bool>());

@@ -18,6 +18,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
+#include "common/output_path.hpp"
 #include "config/run_config.hpp"
 #include "generation_output.hpp"
 #include "models/family.hpp"
@@ -92,6 +93,7 @@ int run_generate(const std::vector<std::string>& args) {
     if (vm.count("trace")) {
         config.tracing.enabled = true;
         config.tracing.path = vm["trace"].as<std::string>();
+        check_output_file("--trace", config.tracing.path);  // before any work
     }
 
     const auto start = Clock::now();

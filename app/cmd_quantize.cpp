@@ -7,6 +7,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
+#include "common/output_path.hpp"
 #include "model_tools/quantize.hpp"
 
 namespace ember::app {
@@ -29,6 +30,10 @@ int run_quantize(const std::vector<std::string>& args) {
         throw UsageError(fmt::format("ember quantize: {}", e.what()));
     }
     const std::string output = vm["output"].as<std::string>();
+    // Before any work: OUT is nothing yet or a regular file it replaces, never the input.
+    check_output_file("OUT", output);
+    if (same_file(output, vm["input"].as<std::string>()))
+        throw Error(fmt::format("ember quantize: OUT {} is the input file; write the quantized model elsewhere", output));
     const auto s = model_tools::quantize_model(vm["input"].as<std::string>(), output, type);
     std::string written;
     for (const auto& [name, count] : s.written) written += fmt::format("{} {}, ", count, name);

@@ -60,7 +60,7 @@ std::map<std::string, std::string> read_cache(const fs::path& cache, std::size_t
 void append_entry(const fs::path& cache, const std::string& key, const std::string& digest) {
     std::error_code ec;
     fs::create_directories(cache.parent_path(), ec);
-    const int fd = ::open(cache.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    const int fd = ::open(cache.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return;
     const std::string line = fmt::format("v1 {} {}\n", key, digest);
     [[maybe_unused]] const auto written = ::write(fd, line.data(), line.size());

@@ -407,6 +407,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     if (options.skip_if_current)
         directory_options.not_needed = [&](const std::filesystem::path&) { return current_result(config, config::config_hash(config)); };
     directory_options.holder = "ember extract --dataset";
+    directory_options.inputs = input_paths(config);
     // (progress.json; or, killed between renaming the files into place and the manifest,
     // a dataset run's records without a manifest: rerun, it is written again whole).
     directory_options.resumable = [](const std::filesystem::path& dir) {

@@ -4,6 +4,7 @@
 // config, command line), the defaults file lookup, and config hashes (equal for
 // equivalent configs, different otherwise).
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <boost/json.hpp>
 
@@ -402,6 +403,27 @@ path = "runs/a/trace.jsonl"
     LoadOptions options;
     options.command_line_experiments = {"libcapture.so"};
     CHECK(config_hash(load_run_config(dir.path() / "c.toml", options)) != base_hash);
+}
+
+TEST_CASE("-0.0 and 0.0 hash alike, in the config's own keys and in an experiment's config") {
+    // Issue 24: the canonical JSON wrote -0.0 as "-0E0", so two configs meaning the same run
+    // had two hashes (and a sweep reran a verified result).
+    TempDir dir;
+    const auto hash_of = [&](const std::string& name, const char* zero) {
+        return config_hash(load_run_config(write(dir.path() / name, std::string(kMinimal) + fmt::format(R"([generation]
+temperature = {0}
+top_p = 0.5
+[output]
+dir = "runs/a"
+[[experiment]]
+plugin = "libsteer.so"
+[experiment.config]
+scale = {0}
+offsets = [{0}, 1.5]
+)", zero))));
+    };
+    CHECK(hash_of("plus.toml", "0.0") == hash_of("minus.toml", "-0.0"));
+    CHECK(hash_of("plus.toml", "0.0") != hash_of("other.toml", "0.25"));  // a real change still counts
 }
 
 TEST_CASE("to_json records the parsed config for run.json") {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <fstream>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "common/build_options.hpp"
@@ -21,11 +22,22 @@
 namespace ember::runtime {
 namespace {
 
-// The memory this process may use at most: the machine's RAM, or a smaller cgroup limit.
+// The memory a cache may take: what the kernel says is available now (MemAvailable; a
+// cache of nearly all the RAM is met by the OOM killer, not by an error), else the RAM,
+// and no more than a cgroup limit.
 std::uint64_t memory_limit_bytes() {
     const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
     std::uint64_t limit = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
                                                 : std::numeric_limits<std::uint64_t>::max();
+    std::ifstream meminfo("/proc/meminfo");
+    for (std::string key; meminfo >> key;) {
+        std::uint64_t kib = 0;
+        if (key == "MemAvailable:" && meminfo >> kib) {
+            limit = std::min(limit, kib * 1024);
+            break;
+        }
+        meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+    }
     std::ifstream cgroup("/sys/fs/cgroup/memory.max");
     std::uint64_t cgroup_limit = 0;
     if (cgroup >> cgroup_limit && cgroup_limit > 0) limit = std::min(limit, cgroup_limit);  // "max" reads as nothing
@@ -44,7 +56,7 @@ std::size_t checked_context(const models::ModelConfig& config, std::size_t reque
     const double have = static_cast<double>(memory_limit_bytes());
     if (need > have)
         throw Error(fmt::format("--ctx {}: the {} KV cache needs {:.1f} GB ({} layers), more than the {:.1f} GB of memory "
-                                "this machine has; give a smaller --ctx{}",
+                                "available on this machine; give a smaller --ctx{}",
                                 n, kernels::kv_type_name(kv_type), need / 1e9, config.layers.size(), have / 1e9,
                                 kv_type == kernels::KvType::f32 ? " (or --kv-type f16, half the size)" : ""));
     return n;

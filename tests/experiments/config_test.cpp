@@ -405,6 +405,23 @@ path = "runs/a/trace.jsonl"
     CHECK(config_hash(load_run_config(dir.path() / "c.toml", options)) != base_hash);
 }
 
+TEST_CASE("an experiment's config nested deeper than 32 levels is refused at file:line") {
+    // Issue 24: 40 levels passed the TOML limit (64) and failed later, in the run, with
+    // Boost.JSON's bare "too deep".
+    const auto nested = [](int arrays) {
+        std::string value = "1";
+        for (int i = 0; i < arrays; ++i) value = "[" + value + "]";
+        return std::string(kMinimal) + "[[experiment]]\nplugin = \"libx.so\"\n[experiment.config]\nx = " + value + "\n";
+    };
+    CHECK(error_of(nested(40)).rfind("x.toml:7:1: [experiment.config] nests 41 levels of tables and arrays, more than the "
+                                     "32 an experiment's config may have",
+                                     0) == 0);
+    CHECK(error_of(nested(32)).find("nests 33 levels") != std::string::npos);
+    TempDir dir;
+    const auto config = load_run_config(write(dir.path() / "ok.toml", nested(31)));  // 32 levels: read everywhere
+    CHECK_NOTHROW(boost::json::parse(config.experiments.at(0).config_json));
+}
+
 TEST_CASE("-0.0 and 0.0 hash alike, in the config's own keys and in an experiment's config") {
     // Issue 24: the canonical JSON wrote -0.0 as "-0E0", so two configs meaning the same run
     // had two hashes (and a sweep reran a verified result).

@@ -218,7 +218,7 @@ TEST_CASE("quantize and synth refuse to write over their own input") {
     const std::string before = read_all(dir.path() / "m.gguf");
     const CommandResult q = ember_in(dir.path(), "quantize m.gguf ./m.gguf q8_0");
     CHECK(q.exit_code == 1);
-    CHECK_MESSAGE(q.output.find("is the input file") != std::string::npos, q.output);
+    CHECK_MESSAGE(q.output.find("the output would overwrite the input") != std::string::npos, q.output);
     const CommandResult s = ember_in(dir.path(), "synth m.gguf --shape llama-tiny --vocab-from ./m.gguf");
     CHECK(s.exit_code == 1);
     CHECK_MESSAGE(s.output.find("is the --vocab-from model") != std::string::npos, s.output);

@@ -17,6 +17,8 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
+#include "common/output_path.hpp"
+#include "extract/inputs_record.hpp"
 #include "config/run_config.hpp"
 #include "run_pipeline.hpp"
 #include "extract/extraction.hpp"
@@ -196,6 +198,12 @@ int run_extract(const std::vector<std::string>& args) {
         throw UsageError(fmt::format("ember extract: {} composes {} experiment(s) ([[experiment]]): a single-prompt "
                                      "run with experiments is `ember run {}` with [output] extract = true",
                                      config.source.string(), config.experiments.size(), config.source.string()));
+
+    // What it writes, before any work: nothing there yet, or what it may replace.
+    if (vm.count("out")) check_output_directory("--out", config.output.dir);
+    if (vm.count("trace")) check_output_file("--trace", config.tracing.path);
+    extract::check_run_outputs(config, vm["overwrite"].as<bool>());
+
     const extract::LoadedModel model(config.model.path, parse_arch(config.model.arch));
     if (config.dataset.path) return run_dataset(model, config, vm["json"].as<bool>());
     extract::ExtractionOptions extraction;

@@ -18,6 +18,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
+#include "common/output_path.hpp"
 #include "config/run_config.hpp"
 #include "generation_output.hpp"
 #include "models/family.hpp"
@@ -96,6 +97,7 @@ int run_generate(const std::vector<std::string>& args) {
     if (vm.count("trace")) {
         config.tracing.enabled = true;
         config.tracing.path = vm["trace"].as<std::string>();
+        check_output_file("--trace", config.tracing.path);  // before any work
     }
     if (vm.count("sae"))
         for (const auto& dir : vm["sae"].as<std::vector<std::string>>())

@@ -7,6 +7,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
+#include "common/output_path.hpp"
 #include "model_tools/quantize.hpp"
 
 namespace ember::app {
@@ -30,6 +31,9 @@ int run_quantize(const std::vector<std::string>& args) {
         throw UsageError(fmt::format("ember quantize: {}", e.what()));
     }
     const std::string output = vm["output"].as<std::string>();
+    // Before any work: OUT is nothing yet or a regular file it replaces (quantize_model
+    // refuses the input itself).
+    check_output_file("OUT", output);
     const auto s = model_tools::quantize_model(vm["input"].as<std::string>(), output, type);
     std::string written;
     for (const auto& [name, count] : s.written) written += fmt::format("{} {}, ", count, name);

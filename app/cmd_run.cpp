@@ -17,7 +17,9 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
+#include "common/output_path.hpp"
 #include "config/run_config.hpp"
+#include "extract/inputs_record.hpp"
 #include "generation_output.hpp"
 #include "run_pipeline.hpp"
 #include "supervised_run.hpp"
@@ -67,6 +69,10 @@ int run_run(const std::vector<std::string>& args) {
         config.tracing.enabled = true;
         config.tracing.path = std::filesystem::absolute(vm["trace"].as<std::string>()).lexically_normal();
     }
+
+    // What it writes, before any work: nothing there yet, or what it may replace.
+    if (vm.count("trace")) check_output_file("--trace", config.tracing.path);
+    extract::check_run_outputs(config, false);
 
     // With experiments the run happens in a supervised worker (run_pipeline.hpp), which
     // loads the plugins, never here: a plugin that cannot be loaded stops the run there

@@ -19,6 +19,7 @@
 #include "commands.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/output_path.hpp"
 #include "config/run_config.hpp"
 #include "slurm.hpp"
 #include "sweep.hpp"
@@ -147,6 +148,7 @@ int run_sweep(const std::vector<std::string>& args) {
         summary = vm["summary"].as<std::string>();
         if (!summary.ends_with(".csv") && !summary.ends_with(".json"))
             throw UsageError(fmt::format("ember sweep: --summary {} must end in .csv or .json", summary));
+        check_output_file("--summary", summary);  // before any run
     }
     const bool list = vm["list"].as<bool>(), collect = vm["collect"].as<bool>(), slurm = vm["slurm"].as<bool>();
     if (list + collect + slurm > 1) throw UsageError("ember sweep: --list, --collect and --slurm exclude each other");
@@ -175,6 +177,7 @@ int run_sweep(const std::vector<std::string>& args) {
         SlurmPlan plan;
         plan.dir = absolute(vm.count("slurm-dir") ? vm["slurm-dir"].as<std::string>()
                                                   : "slurm-" + std::filesystem::path(arguments.front()).stem().string());
+        check_output_directory("--slurm-dir", plan.dir);
         plan.ember = std::filesystem::read_symlink("/proc/self/exe");
         for (const std::string& a : arguments) plan.configs.push_back(absolute(a));
         plan.runs = inputs.size();

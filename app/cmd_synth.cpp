@@ -8,6 +8,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
+#include "common/output_path.hpp"
 #include "model_tools/synth.hpp"
 
 namespace ember::app {
@@ -38,6 +39,10 @@ int run_synth(const std::vector<std::string>& args) {
     o.type = type;
 
     const std::string output = vm["output"].as<std::string>();
+    // Before any work: OUT is nothing yet or a regular file it replaces, never the vocabulary's model.
+    check_output_file("OUT", output);
+    if (same_file(output, o.vocab_from))
+        throw Error(fmt::format("ember synth: OUT {} is the --vocab-from model; write the model elsewhere", output));
     model_tools::write_synth_model(o, output);
     fmt::print("wrote {} ({} bytes): shape {}, {} weights, seed {}\n", output, std::filesystem::file_size(output), o.shape,
                type, o.seed);

@@ -8,6 +8,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
+#include "common/output_path.hpp"
 #include "trace/chrome_export.hpp"
 #include "trace/fingerprint.hpp"
 
@@ -31,6 +32,7 @@ int export_command(const std::vector<std::string>& args) {
     if (!vm["chrome"].as<bool>()) throw UsageError("ember trace export: give --chrome (the only export format)");
     if (!vm.count("input") || !vm.count("output")) throw UsageError(kUsage);
     const std::string out = vm["output"].as<std::string>();
+    check_output_file("OUT", out);
     const std::size_t events = trace::export_chrome_trace(vm["input"].as<std::string>(), out);
     fmt::print(stderr, "ember: wrote {} events to {}\n", events, out);
     return kExitOk;

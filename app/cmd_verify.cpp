@@ -4,6 +4,7 @@
 // Each problem is printed naming its file; exit 0 when there is none, 1 otherwise.
 #include <fmt/format.h>
 
+#include "common/printable.hpp"
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
@@ -37,10 +38,13 @@ int run_verify(const std::vector<std::string>& args) {
                                        {"problems", list(report.problems)},
                                        {"warnings", list(report.warnings)}});
     } else {
-        for (const auto& p : report.problems) fmt::print("{}: {}\n", p.file, p.message);
-        for (const auto& w : report.warnings) fmt::print(stderr, "warning: {}: {}\n", w.file, w.message);
-        if (report.ok()) fmt::print("ok: {} files match {}/manifest.json\n", report.files_checked, dir);
-        else fmt::print(stderr, "ember verify: {} problem(s) in {}\n", report.problems.size(), dir);
+        // File names and messages come from the directory and its manifest: a control byte
+        // in them (an escape sequence, a newline faking another line) prints as \xNN.
+        for (const auto& p : report.problems) fmt::print("{}: {}\n", printable(p.file), printable(p.message));
+        for (const auto& w : report.warnings)
+            fmt::print(stderr, "warning: {}: {}\n", printable(w.file), printable(w.message));
+        if (report.ok()) fmt::print("ok: {} files match {}/manifest.json\n", report.files_checked, printable(dir));
+        else fmt::print(stderr, "ember verify: {} problem(s) in {}\n", report.problems.size(), printable(dir));
     }
     return report.ok() ? kExitOk : kExitFailure;
 }

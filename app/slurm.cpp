@@ -4,11 +4,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/printable.hpp"
 
 namespace ember::app {
 namespace {
@@ -26,14 +28,58 @@ std::string quoted(const std::string& word) {
     return out;
 }
 
+// Every string that reaches a script is checked here or quoted. A control byte (a newline,
+// a carriage return) would end the line it is on, a comment's or an #SBATCH directive's,
+// and start a line of its own: refused in everything. Inside a command line, quoted()
+// makes any other byte ($(), backticks, quotes, '#SBATCH') a plain part of one word.
+void check_script_text(std::string_view what, const std::string& text) {
+    for (char c : text)
+        if (is_control_byte(c))
+            throw Error(fmt::format("ember sweep --slurm: {} '{}' holds the control byte 0x{:02x}, which would change the "
+                                    "lines of the generated script; rename it",
+                                    what, printable(text), static_cast<unsigned char>(c)));
+}
+
+// A path on an #SBATCH line (the logs): sbatch, not bash, reads it there, and a space, a
+// quote or a backslash is sbatch's own syntax.
+void check_directive_path(std::string_view what, const fs::path& path) {
+    check_script_text(what, path.string());
+    const std::size_t at = path.string().find_first_of(" \t'\"\\");
+    if (at != std::string::npos)
+        throw Error(fmt::format("ember sweep --slurm: {} '{}' holds '{}', which an #SBATCH --output line cannot carry; "
+                                "choose a directory whose path has no spaces, quotes or backslashes",
+                                what, path.string(), path.string()[at]));
+}
+
+// The job name from the first config's name: letters, digits, '.', '_' and '-' as they
+// are, every other byte as '_' (it stands on an #SBATCH line, unquoted).
+std::string job_name(const SlurmPlan& plan) {
+    std::string name = plan.configs.empty() ? "sweep" : plan.configs.front().stem().string();
+    for (char& c : name)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+    return name.empty() ? "sweep" : name;
+}
+
 std::string sbatch_lines(const std::vector<std::string>& options) {
     std::string out;
     for (const std::string& option : options) {
-        if (option.find_first_of("\n\r") != std::string::npos)
-            throw Error(fmt::format("--slurm-opt '{}' holds a line break", option));
+        check_script_text("--slurm-opt", option);
         out += fmt::format("#SBATCH {}\n", option);
     }
     return out;
+}
+
+// Everything of `plan` that a script holds, checked before either script is written.
+void check_plan(const SlurmPlan& plan) {
+    check_directive_path("--slurm-dir", plan.dir);
+    check_script_text("the ember binary's path", plan.ember.string());
+    for (const fs::path& c : plan.configs) check_script_text("the config", c.string());
+    for (const std::string& o : plan.sweep_options) check_script_text("the sweep option", o);
+    check_script_text("--summary", plan.summary.string());
+    for (const SlurmMerge& m : plan.merges) {
+        for (const fs::path& shard : m.shards) check_script_text("the shard directory", shard.string());
+        check_script_text("the merged run's directory", m.out.string());
+    }
 }
 
 std::string sweep_command(const SlurmPlan& plan, const std::vector<std::string>& options) {
@@ -98,10 +144,11 @@ std::string job_id(const std::string& output, const fs::path& script) {
 }  // namespace
 
 SlurmScripts write_slurm_scripts(const SlurmPlan& plan) {
+    check_plan(plan);
+    const std::string options = sbatch_lines(plan.options);
+    const std::string name = job_name(plan);
     fs::create_directories(plan.dir);
     const SlurmScripts scripts{plan.dir / "sweep.sbatch", plan.dir / "summary.sbatch"};
-    const std::string options = sbatch_lines(plan.options);
-    const std::string name = plan.configs.empty() ? "sweep" : plan.configs.front().stem().string();
 
     std::vector<std::string> task_options = plan.sweep_options;
     task_options.insert(task_options.begin(), fmt::format("--shard \"$SLURM_ARRAY_TASK_ID/{}\"", plan.shards));

@@ -37,8 +37,12 @@ struct SlurmScripts {
     std::filesystem::path summary;  // DIR/summary.sbatch
 };
 
-// Writes both scripts (temporary name, then rename; mode 0755). ember::Error for an
-// option that holds a newline.
+// Writes both scripts (temporary name, then rename; mode 0755). Every string of the plan
+// that reaches a script is checked first or shell-quoted, so that no byte sequence changes
+// the scripts' lines: ember::Error, before anything is written, for a control byte
+// (newline, carriage return) in any of them, and for a space, quote or backslash in the
+// directory (it stands on an #SBATCH --output line); the job name keeps only
+// [A-Za-z0-9._-] of the first config's name.
 SlurmScripts write_slurm_scripts(const SlurmPlan& plan);
 
 struct SlurmJobs {

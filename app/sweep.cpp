@@ -86,6 +86,7 @@ Planned plan(const SweepInput& input, const std::optional<fs::path>& defaults, b
         config::LoadOptions load;
         load.defaults_file = defaults;
         p.config = input.expanded ? *input.expanded : config::load_run_config(input.config, load);
+        extract::check_run_outputs(*p.config, true);  // a sweep replaces stale results: up front, as a failed run
     } catch (const std::exception& e) {
         p.run.error = e.what();
         return p;

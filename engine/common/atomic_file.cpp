@@ -1,6 +1,7 @@
 #include "common/atomic_file.hpp"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <system_error>
 
 #include "common/error.hpp"
+#include "common/output_path.hpp"
 
 namespace ember {
 
@@ -41,6 +43,25 @@ extern "C" void remove_registered_and_reraise(int signal_number) {
         if (slot.ready.load()) ::unlink(slot.path);
     ::signal(signal_number, SIG_DFL);
     ::raise(signal_number);
+}
+
+// A new file at `temp` that nobody else has: never through a symbolic link, never into
+// a FIFO or device someone placed at the name. A leftover of this scheme (a regular file
+// or a link from a process whose pid this one reuses) is removed first; it is a temporary,
+// not anyone's file.
+std::FILE* create_temporary(const std::filesystem::path& temp) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd >= 0) {
+            if (std::FILE* file = ::fdopen(fd, "wb")) return file;
+            ::close(fd);
+            break;
+        }
+        if (errno != EEXIST || attempt > 0) break;
+        if (describe_special(temp) == "a directory") break;
+        if (::unlink(temp.c_str()) != 0) break;
+    }
+    throw Error(fmt::format("{}: cannot create ({})", temp.string(), std::strerror(errno)));
 }
 
 }  // namespace
@@ -88,8 +109,8 @@ void install_signal_cleanup() {
 
 AtomicFile::AtomicFile(std::filesystem::path path)
     : path_(std::move(path)), temp_(path_.string() + ".tmp." + std::to_string(::getpid())), on_signal_(temp_) {
-    file_ = std::fopen(temp_.c_str(), "wb");
-    if (file_ == nullptr) throw Error(fmt::format("{}: cannot create ({})", temp_.string(), std::strerror(errno)));
+    check_output_file("", path_);
+    file_ = create_temporary(temp_);
     std::setvbuf(file_, nullptr, _IOFBF, kBufferBytes);
 }
 
@@ -126,6 +147,14 @@ void AtomicFile::commit() {
     if (!closed) {
         std::filesystem::remove(temp_, ec);
         throw Error(fmt::format("{}: cannot write ({})", temp_.string(), std::strerror(close_errno)));
+    }
+    // What stands at the name now is checked again: the run took time, and rename() would
+    // replace a symbolic link, a FIFO or a device as readily as a file.
+    try {
+        check_output_file("", path_);
+    } catch (const Error&) {
+        std::filesystem::remove(temp_, ec);
+        throw;
     }
     std::filesystem::rename(temp_, path_, ec);
     if (ec) {

@@ -51,7 +51,7 @@ CacheEntries read_cache(const fs::path& cache) {
 void append_line(const fs::path& cache, const std::string& line) {
     std::error_code ec;
     fs::create_directories(cache.parent_path(), ec);
-    const int fd = ::open(cache.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    const int fd = ::open(cache.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return;
     [[maybe_unused]] const auto written = ::write(fd, line.data(), line.size());
     ::close(fd);

@@ -7,6 +7,7 @@
 
 #include <ember/selection.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <limits>
@@ -201,6 +202,22 @@ HooksSection parse_hooks(const toml::table& table, const std::string& file) {
     return h;
 }
 
+// An experiment's config is read back with Boost.JSON's parser (the run record, the inputs
+// record, the worker's copy), which takes 32 levels of arrays and objects: a deeper one is
+// refused here, where the file and line are known, not later with "too deep".
+constexpr std::size_t kMaxExperimentConfigDepth = 32;
+
+std::size_t json_depth(const boost::json::value& v) {
+    std::size_t deepest = 0;
+    if (v.is_array())
+        for (const boost::json::value& item : v.get_array()) deepest = std::max(deepest, json_depth(item));
+    else if (v.is_object())
+        for (const auto& member : v.get_object()) deepest = std::max(deepest, json_depth(member.value()));
+    else
+        return 0;
+    return deepest + 1;
+}
+
 // The [[experiment]] entries of `top` (the document's root table), in file order.
 std::vector<ExperimentEntry> parse_experiments(TableReader& top, const std::string& file, const fs::path& base) {
     std::vector<ExperimentEntry> out;
@@ -218,7 +235,15 @@ std::vector<ExperimentEntry> parse_experiments(TableReader& top, const std::stri
         r.finish();
         if (!plugin) r.fail_here("[[experiment]] needs plugin = \"path/to/libname.so\"");
         e.plugin = *plugin;
-        if (config) e.config_json = canonical_json(toml_to_json(*config, file));
+        if (config) {
+            const boost::json::value settings = toml_to_json(*config, file);
+            if (const std::size_t depth = json_depth(settings); depth > kMaxExperimentConfigDepth)
+                throw Error(located(file, config->source(),
+                                    fmt::format("[experiment.config] nests {} levels of tables and arrays, more than the "
+                                                "{} an experiment's config may have",
+                                                depth, kMaxExperimentConfigDepth)));
+            e.config_json = canonical_json(settings);
+        }
         e.base_dir = base;
         e.origin = fmt::format("{}:{}", file, table.source().begin.line);
         out.push_back(std::move(e));

@@ -262,6 +262,8 @@ void write_canonical(std::string& out, const boost::json::value& value) {
             write_canonical(out, array[i]);
         }
         out += ']';
+    } else if (value.is_double() && value.get_double() == 0.0) {
+        out += boost::json::serialize(boost::json::value(0.0));  // -0.0 means 0.0 everywhere a config is read
     } else {
         out += boost::json::serialize(value);
     }

@@ -84,7 +84,7 @@ private:
 boost::json::value toml_to_json(const toml::node& node, const std::string& file);
 
 // Serializes JSON canonically: object keys sorted by byte value, no whitespace, numbers
-// as Boost.JSON writes them. Equal values give equal text.
+// as Boost.JSON writes them (-0.0 as 0.0). Equal values give equal text.
 std::string canonical_json(const boost::json::value& value);
 
 }  // namespace ember::config

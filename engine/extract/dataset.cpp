@@ -7,6 +7,7 @@
 
 #include "common/error.hpp"
 #include "common/input_file.hpp"
+#include "common/strict_parse.hpp"
 #include "common/sha256.hpp"
 #include "tokenizer/unicode.hpp"
 
@@ -41,6 +42,11 @@ bool DatasetReader::next(Sample& s) {
             throw Error(fmt::format("{}: the line is {} bytes, more than the input limit of {} ($EMBER_MAX_INPUT_BYTES)",
                                     where, line.size(), max_input_bytes()));
         if (!tokenizer::unicode::is_valid_utf8(line)) throw Error(fmt::format("{}: the line is not valid UTF-8", where));
+        // A byte order mark would be part of the first prompt (.txt) or a JSON syntax error
+        // (.jsonl) that does not say what is wrong; anywhere else it is text a user can see.
+        if (line_ == 1 && line.starts_with("\xEF\xBB\xBF"))
+            throw Error(fmt::format("{}: the file starts with a UTF-8 byte order mark (EF BB BF); save it without one",
+                                    where));
         s = Sample{};
         s.index = index_++;
         s.line = line_;
@@ -49,9 +55,8 @@ bool DatasetReader::next(Sample& s) {
             s.text = std::move(line);
             return true;
         }
-        json::error_code ec;
-        json::value v = json::parse(line, ec);
-        if (ec) throw Error(fmt::format("{}: not a JSON object ({})", where, ec.message()));
+        // Strict: a key twice is refused, an integer beyond 64 bits kept as its digits.
+        json::value v = parse_strict_json(line, where);
         if (!v.is_object()) throw Error(fmt::format("{}: a dataset line must be a JSON object with \"text\"", where));
         for (auto& [key, value] : v.as_object()) {
             if (key == "text") {

@@ -432,6 +432,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     if (options.skip_if_current)
         directory_options.not_needed = [&](const std::filesystem::path&) { return current_result(config, config::config_hash(config)); };
     directory_options.holder = "ember extract --dataset";
+    directory_options.inputs = input_paths(config);
     directory_options.resumable = dataset_run_resumable;
     RunDirectoryWriter writer(config.output.dir, directory_options);
     if (holds_dataset_failure_record(writer.dir())) std::filesystem::remove(writer.dir() / "run.json");

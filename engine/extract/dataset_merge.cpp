@@ -14,6 +14,8 @@
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/output_path.hpp"
+#include "common/strict_parse.hpp"
 #include "common/sha256.hpp"
 #include "config/run_config.hpp"
 #include "config/toml_reader.hpp"
@@ -84,7 +86,7 @@ ShardDir read_shard(const fs::path& dir) {
                                 dir.string(), p.file, p.message, dir.string()));
     }
     const std::string text = read_text(dir / kManifestName);
-    s.manifest = json::parse(text).as_object();  // it verified: a sealed JSON object
+    s.manifest = parse_strict_json(text, (dir / kManifestName).string()).as_object();  // it verified: a sealed JSON object
     const json::value* kind = s.manifest.if_contains("kind");
     if (!kind || *kind != "ember.dataset_extraction")
         throw Error(fmt::format("ember merge: {}: not a dataset run (manifest kind {}): ember merge joins the shards of "
@@ -355,10 +357,21 @@ MergeResult merge_dataset_shards(const std::vector<fs::path>& dirs, const fs::pa
         if (b.filename().empty()) b = b.parent_path();
         return a == b;
     };
+    check_output_directory("--out", out);
     std::vector<ShardDir> shards;
     for (const fs::path& d : dirs) {
         const fs::path dir = fs::absolute(d).lexically_normal();
-        if (same_dir(dir, out)) throw Error(fmt::format("ember merge: --out {} is one of the shards", out.string()));
+        if (same_dir(dir, out) || same_file(dir, out))
+            throw Error(fmt::format("ember merge: --out {} is one of the shards", out.string()));
+        // Writing inside a sealed shard would change it; replacing a directory holding a
+        // shard would delete this merge's own input.
+        if (is_within(out, dir))
+            throw Error(fmt::format("ember merge: --out {} lies inside the shard {}; merge beside the shards",
+                                    out.string(), dir.string()));
+        if (is_within(dir, out))
+            throw Error(fmt::format("ember merge: --out {} holds the shard {}, an input of this merge; merge into "
+                                    "another directory",
+                                    out.string(), dir.string()));
         shards.push_back(read_shard(dir));
     }
 
@@ -406,6 +419,7 @@ MergeResult merge_dataset_shards(const std::vector<fs::path>& dirs, const fs::pa
     RunDirectoryOptions directory_options;
     directory_options.overwrite = options.overwrite;
     directory_options.holder = "ember merge";
+    directory_options.inputs = dirs;
     RunDirectoryWriter writer(out, directory_options);
     MergeResult result;
     result.dir = writer.output_dir();

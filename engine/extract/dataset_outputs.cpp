@@ -8,6 +8,7 @@
 #include <iterator>
 #include <map>
 
+#include "common/strict_json.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 
@@ -106,7 +107,7 @@ void DatasetOutputs::checkpoint(const RunPoint& point) {
                                 {"evaluated", point.evaluated},
                                 {"skipped", point.skipped},
                                 {"bytes", std::move(bytes)}};
-    write_file_atomically(dir_ / kProgressName, json::serialize(progress) + "\n");
+    write_file_atomically(dir_ / kProgressName, strict_json(progress) + "\n");
 }
 
 void DatasetOutputs::finish() {

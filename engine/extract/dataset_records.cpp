@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "common/strict_json.hpp"
 #include "common/error.hpp"
 
 namespace ember::extract {
@@ -47,7 +48,7 @@ void DatasetRecords::append(const SampleRows& s, RunPoint& point) {
                                                                   p.evaluated.ids.begin() + p.prompt_tokens))},
         {"byte_spans", std::move(spans)},
     };
-    out_.samples().write(json::serialize(sample) + "\n");
+    out_.samples().write(strict_json(sample) + "\n");
     if (out_.targets_npy()) append_target(s);
     point.rows += n_rows;
     point.samples += 1;
@@ -124,7 +125,7 @@ void DatasetRecords::append_rows(const SampleRows& s, std::size_t first_row) {
             }
             row["logit_lens_pieces"] = std::move(lens);
         }
-        lines += json::serialize(row);
+        lines += strict_json(row);
         lines += '\n';
     }
     out_.rows().write(lines);
@@ -145,7 +146,7 @@ void DatasetRecords::append_target(const SampleRows& s) {
         }
         const json::object line{{"sample", p.sample.index}, {"id", p.sample.id},       {"target", *p.sample.target},
                                 {"logprob", sum},           {"n_tokens", s.target.size()}, {"tokens", std::move(tokens)}};
-        out_.targets_jsonl()->write(json::serialize(line) + "\n");
+        out_.targets_jsonl()->write(strict_json(line) + "\n");
     }
     out_.targets_npy()->append(&sum, 1);
 }

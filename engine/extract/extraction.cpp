@@ -10,6 +10,7 @@
 #include <iterator>
 #include <thread>
 
+#include "common/strict_json.hpp"
 #include "common/error.hpp"
 #include "common/input_file.hpp"
 #include "common/sha256.hpp"
@@ -99,7 +100,7 @@ WrittenArrays write_arrays(RunDirectoryWriter& writer, const Extractor& extracto
                 pieces.push_back(std::move(row));
             }
             const FileRecord pieces_file =
-                writer.write_text(fmt::format("logit_lens.layer{}.pieces.json", l.layer), json::serialize(pieces) + "\n");
+                writer.write_text(fmt::format("logit_lens.layer{}.pieces.json", l.layer), strict_json(pieces) + "\n");
             layers.push_back({{"layer", l.layer},
                               {"ids_file", ids.name},
                               {"logits_file", values.name},
@@ -176,7 +177,8 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     const std::size_t threads = effective_threads(config.model.threads);
 
     // One writer per directory; an earlier run is refused, or replaced with --overwrite.
-    RunDirectoryWriter writer(config.output.dir, {config.output.overwrite || options.overwrite, "ember extract", {}, {}});
+    RunDirectoryWriter writer(config.output.dir,
+                              {config.output.overwrite || options.overwrite, "ember extract", {}, {}, input_paths(config)});
     writer.on_file_written = options.on_file_written;
 
     std::optional<trace::Journal> journal;

@@ -10,6 +10,7 @@
 
 #include "common/digest_cache.hpp"
 #include "common/error.hpp"
+#include "common/output_path.hpp"
 #include "extract/run_directory.hpp"
 #include "extract/verify.hpp"
 
@@ -127,6 +128,27 @@ void check_inputs_unchanged(const std::vector<InputFile>& inputs, const MappedFi
                                     f.path.string(), f.role, digest, f.sha256));
         }
     }
+}
+
+std::vector<fs::path> input_paths(const config::RunConfig& config) {
+    std::vector<fs::path> out{config.model.path};
+    if (!config.source.empty()) out.push_back(config.source);
+    if (config.prompt.file) out.push_back(*config.prompt.file);
+    if (config.dataset.path) out.push_back(*config.dataset.path);
+    if (config.defaults_file) out.push_back(*config.defaults_file);
+    for (const config::ExperimentEntry& e : config.experiments) out.push_back(e.plugin);
+    return out;
+}
+
+void check_run_outputs(const config::RunConfig& config, bool overwrite) {
+    check_output_directory("[output] dir", config.output.dir);
+    if (config.tracing.enabled) check_output_file("[tracing] path", config.tracing.path);
+    if (!overwrite && !config.output.overwrite) return;
+    for (const fs::path& input : input_paths(config))
+        if (is_within(input, config.output.dir))
+            throw Error(fmt::format("[output] dir {} holds {}, an input of this run; overwrite never replaces a "
+                                    "directory with the run's inputs in it (choose another output.dir)",
+                                    config.output.dir.string(), input.string()));
 }
 
 json::array inputs_json(const std::vector<InputFile>& inputs) {

@@ -56,6 +56,17 @@ std::vector<InputFile> collect_inputs(const config::RunConfig& config,
 // (common/mapped_file.hpp). A file written again with the same bytes is unchanged.
 void check_inputs_unchanged(const std::vector<InputFile>& inputs, const MappedFile* model_mapping = nullptr);
 
+// The paths of the files a run reads (model, config file, prompt file, dataset, defaults
+// file, every plugin), without hashing them: what overwrite must never delete.
+std::vector<std::filesystem::path> input_paths(const config::RunConfig& config);
+
+// The one check of a run config's outputs, made up front by every command that runs one
+// (common/output_path.hpp): [output] dir names nothing or a directory, [tracing] path
+// (when tracing) nothing or a regular file, and when the run may replace its output
+// directory (`overwrite`, or [output] overwrite), that directory holds none of its inputs.
+// ember::Error naming the key and the path.
+void check_run_outputs(const config::RunConfig& config, bool overwrite);
+
 boost::json::array inputs_json(const std::vector<InputFile>& inputs);
 
 // "" when `recorded` (an inputs record read back) names the same inputs with the same

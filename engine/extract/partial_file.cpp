@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "common/error.hpp"
+#include "common/output_path.hpp"
 
 namespace ember::extract {
 namespace fs = std::filesystem;
@@ -20,6 +21,9 @@ fs::path PartialFile::partial_path(const fs::path& final_path) {
 
 PartialFile::PartialFile(fs::path final_path, std::optional<std::uint64_t> resume_bytes)
     : final_(std::move(final_path)), partial_(partial_path(final_)) {
+    // Both names hold only files this run (or the run it resumes) made: never a link or a FIFO.
+    check_output_file("", partial_);
+    check_output_file("", final_);
     if (resume_bytes) {
         std::error_code ec;
         // A run killed while it renamed its files into place (finish) left some of them
@@ -66,6 +70,7 @@ void PartialFile::finish() {
     if (::fsync(fileno(file_)) != 0) throw Error(fmt::format("{}: fsync failed: {}", partial_.string(), std::strerror(errno)));
     std::fclose(file_);
     file_ = nullptr;
+    check_output_file("", final_);
     std::error_code ec;
     fs::rename(partial_, final_, ec);
     if (ec) throw Error(fmt::format("{}: cannot rename into place: {}", final_.string(), ec.message()));

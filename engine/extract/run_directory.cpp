@@ -4,14 +4,18 @@
 #include <ember/npy.hpp>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
 
 #include <boost/json/parse.hpp>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <set>
 #include <fstream>
 #include <iterator>
 #include <system_error>
@@ -19,6 +23,8 @@
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/json_pretty.hpp"
+#include "common/output_path.hpp"
+#include "common/strict_parse.hpp"
 #include "common/sha256.hpp"
 
 namespace ember::extract {
@@ -94,6 +100,43 @@ std::vector<std::string> contents(const fs::path& dir) {
     return names;
 }
 
+// "'a' and 3 more" for an error message.
+std::string first_and_count(const std::vector<std::string>& names) {
+    return fmt::format("'{}'{}", names.front(), names.size() > 1 ? fmt::format(" and {} more", names.size() - 1) : "");
+}
+
+// Whether `dir` holds an Ember run: a manifest, a run.json with a run id, a dataset run's
+// progress record, or (`had_lock_record`) the lock record of a writer killed in it.
+bool holds_ember_run(const fs::path& dir, bool had_lock_record) {
+    std::error_code ec;
+    return had_lock_record || fs::exists(dir / kManifestName, ec) || fs::exists(dir / "progress.json", ec) ||
+           !recorded_run_id(dir).empty();
+}
+
+// A name Ember writes into a run directory without a manifest (a failed or unfinished run).
+bool ember_file_name(const std::string& name) {
+    static const std::set<std::string> fixed{"run.json", "progress.json", "trace.jsonl", "samples.jsonl",
+                                             "rows.jsonl", "targets.jsonl", kManifestName};
+    if (name.find('/') != std::string::npos) return false;
+    return fixed.contains(name) || name.ends_with(".npy") || name.ends_with(".partial") ||
+           (name.starts_with("logit_lens.layer") && name.ends_with(".pieces.json"));
+}
+
+// NAME.user-files-20261201T223500Z beside `dir` (with -2, -3... when that exists).
+fs::path user_files_sibling(const fs::path& dir) {
+    const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    std::tm utc{};
+    ::gmtime_r(&now, &utc);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
+    const fs::path base = dir.parent_path() / fmt::format("{}.user-files-{}", dir.filename().string(), stamp);
+    fs::path candidate = base;
+    std::error_code ec;
+    for (int n = 2; fs::symlink_status(candidate, ec).type() != fs::file_type::not_found; ++n)
+        candidate = fs::path(fmt::format("{}-{}", base.string(), n));
+    return candidate;
+}
+
 // Removes the (empty) subdirectories of a directory that holds no file.
 void remove_subdirectories(const fs::path& dir) {
     std::error_code ec;
@@ -137,9 +180,11 @@ RunDirectoryWriter::RunDirectoryWriter(fs::path dir, RunDirectoryOptions options
     : dir_(fs::absolute(std::move(dir)).lexically_normal()) {
     if (dir_.filename().empty()) dir_ = dir_.parent_path();
     install_signal_cleanup();
+    check_output_directory("", dir_);
     std::error_code ec;
     fs::create_directories(dir_, ec);
     if (ec) throw Error(fmt::format("{}: cannot create the output directory: {}", dir_.string(), ec.message()));
+    const bool had_lock_record = fs::symlink_status(dir_ / kLockRecordName, ec).type() == fs::file_type::regular;
     lock_.emplace(dir_, options.holder.empty() ? "ember" : options.holder);
     remove_stale_temporaries(dir_);
     remove_stale_siblings(dir_);
@@ -156,13 +201,24 @@ RunDirectoryWriter::RunDirectoryWriter(fs::path dir, RunDirectoryOptions options
     replaced_run_id_ = recorded_run_id(dir_);
     if (!options.overwrite) {
         const std::string what = replaced_run_id_.empty()
-                                     ? fmt::format("holds files of no recorded run ('{}'{})", found.front(),
-                                                   found.size() > 1 ? fmt::format(" and {} more", found.size() - 1) : "")
+                                     ? fmt::format("holds files of no recorded run ({})", first_and_count(found))
                                      : fmt::format("holds run {}", replaced_run_id_);
         throw Error(fmt::format("{}: the output directory {}; --overwrite (or [output] overwrite = true) replaces it, "
                                 "or choose another output.dir",
                                 dir_.string(), what));
     }
+    // Replacing deletes the directory: never one holding what this run reads, never one
+    // that is not an Ember run (a project directory, a home directory).
+    for (const fs::path& input : options.inputs)
+        if (is_within(input, dir_))
+            throw Error(fmt::format("{}: the output directory holds {}, an input of this run; overwrite never replaces "
+                                    "a directory with the run's inputs in it (choose another output.dir)",
+                                    dir_.string(), input.string()));
+    if (!holds_ember_run(dir_, had_lock_record))
+        throw Error(fmt::format("{}: the output directory holds files of no Ember run ({}); overwrite replaces only a "
+                                "directory with an Ember run in it (manifest.json or run.json): choose another "
+                                "output.dir, or move those files away",
+                                dir_.string(), first_and_count(found)));
     staging_ = sibling(dir_, kStagingTag, ::getpid());
     fs::remove_all(*staging_, ec);
     fs::create_directory(*staging_, ec);
@@ -267,11 +323,54 @@ void RunDirectoryWriter::publish() {
     if (!staging_ || published_) return;
     lock_->remove_record();
     staging_lock_->remove_record();
+    move_user_files_aside();
     swap_into_place(*staging_, dir_, sibling(dir_, kReplacedTag, ::getpid()));
     std::error_code ec;
     fs::remove_all(sibling(dir_, kReplacedTag, ::getpid()), ec);
     published_ = true;
     staging_.reset();
+}
+
+void RunDirectoryWriter::move_user_files_aside() {
+    user_files_ = files_not_from_run(dir_);
+    if (user_files_.empty()) return;
+    user_files_dir_ = user_files_sibling(dir_);
+    std::error_code ec;
+    for (const std::string& name : user_files_) {
+        const fs::path to = user_files_dir_ / name;
+        fs::create_directories(to.parent_path(), ec);
+        if (!ec) fs::rename(dir_ / name, to, ec);
+        if (ec)  // the old run stays in place, with the user's files
+            throw Error(fmt::format("{}: cannot move '{}' (a file the earlier run did not write) aside into {}: {}; "
+                                    "the earlier run is left in place",
+                                    dir_.string(), name, user_files_dir_.string(), ec.message()));
+    }
+    fmt::print(stderr, "ember: {}: moved {} file{} the replaced run did not write into {}: {}\n", dir_.string(),
+               user_files_.size(), user_files_.size() == 1 ? "" : "s", user_files_dir_.string(),
+               fmt::join(user_files_, ", "));
+}
+
+std::vector<std::string> files_not_from_run(const fs::path& dir) {
+    std::vector<std::string> found = contents(dir);
+    std::set<std::string> listed;
+    bool has_manifest = false;
+    json::error_code ec;
+    const json::value manifest = json::parse(read_file(dir / kManifestName), ec);
+    if (!ec && manifest.is_object()) {
+        if (const json::value* files = manifest.as_object().if_contains("files"); files && files->is_object()) {
+            has_manifest = true;
+            for (const auto& f : files->as_object()) listed.insert(std::string(f.key()));
+            listed.insert(kManifestName);
+        }
+    }
+    std::vector<std::string> out;
+    long pid = 0;
+    for (const std::string& name : found) {
+        if (temporary_pid(fs::path(name).filename().native(), pid)) continue;
+        if (has_manifest ? listed.contains(name) : ember_file_name(name)) continue;
+        out.push_back(name);
+    }
+    return out;
 }
 
 std::string seal_manifest(json::object manifest) {
@@ -281,9 +380,14 @@ std::string seal_manifest(json::object manifest) {
 }
 
 bool seal_matches(std::string_view text, std::string& why) {
-    json::error_code ec;
-    const json::value value = json::parse(text, ec);
-    if (ec || !value.is_object()) {
+    json::value value;
+    try {
+        value = parse_strict_json(text, kManifestName);  // a key twice: two readers could disagree
+    } catch (const Error& e) {
+        why = e.what();
+        return false;
+    }
+    if (!value.is_object()) {
         why = "not a valid JSON object";
         return false;
     }

@@ -3,11 +3,18 @@
 //   - opening takes an exclusive lock on the directory (common/dir_lock.hpp): a second
 //     writer fails at once with DirectoryInUse naming the holder;
 //   - temporaries left by dead processes are removed (and staging directories beside it);
+//   - the directory itself must be a real directory or nothing (never a symbolic link, a
+//     file or a device: common/output_path.hpp);
 //   - a directory that holds anything (an earlier run, other files) is refused with an
 //     error naming the earlier run's id, unless `overwrite`: then the new run is written
 //     into a staging directory beside it (.NAME.ember-staging.PID) and swapped in with
 //     renames when it ends (commit, or publish for a failed run), so no file of the old
-//     run survives next to the new one and at every moment one complete run is in place.
+//     run survives next to the new one and at every moment one complete run is in place;
+//   - `overwrite` replaces only a directory that holds an Ember run (manifest.json,
+//     run.json with a run id, a dataset run's progress.json, or the lock record a killed
+//     writer left) and none of the run's inputs; files in it that the old run did not
+//     write (not in its manifest; without one, not of a name Ember writes) are moved
+//     aside into NAME.user-files-TIMESTAMP beside it, and stderr names them.
 // Every file goes to a temporary name and is renamed into place; manifest.json comes last
 // and lists every file under the directory (experiment outputs included) with its size and
 // SHA-256. The manifest is sealed: its last member, "manifest_sha256", is the SHA-256 of
@@ -55,6 +62,9 @@ struct RunDirectoryOptions {
     // unfinished run this writer continues in place (a dataset extraction's resume point),
     // so it is neither refused nor replaced.
     std::function<bool(const std::filesystem::path& dir)> resumable;
+    // The run's input files and directories (model, config, dataset, plugins, prompt file,
+    // a merge's shards): a directory holding any of them is never replaced.
+    std::vector<std::filesystem::path> inputs = {};
 };
 
 class RunDirectoryWriter {
@@ -89,6 +99,10 @@ public:
     const std::vector<FileRecord>& files() const { return files_; }
     // The run id of the run being replaced ("" when none or unknown).
     const std::string& replaced_run_id() const { return replaced_run_id_; }
+    // Where publish() moved the files of the replaced directory that its run did not write
+    // (empty when there were none), and their names.
+    const std::filesystem::path& user_files_dir() const { return user_files_dir_; }
+    const std::vector<std::string>& user_files() const { return user_files_; }
 
     // Called after each file is in place (progress; tests stop a run here).
     std::function<void(const FileRecord&)> on_file_written;
@@ -96,6 +110,7 @@ public:
 private:
     FileRecord write_bytes(const std::string& name, std::string_view header, const void* data, std::size_t bytes);
     std::map<std::string, FileRecord> list_directory() const;
+    void move_user_files_aside();
 
     std::filesystem::path dir_;
     std::optional<std::filesystem::path> staging_;
@@ -103,8 +118,16 @@ private:
     std::optional<DirectoryLock> staging_lock_;
     std::vector<FileRecord> files_;
     std::string replaced_run_id_;
+    std::filesystem::path user_files_dir_;
+    std::vector<std::string> user_files_;
     bool published_ = false;
 };
+
+// The files under `dir` that an Ember run did not write: those its sealed manifest.json
+// does not list, or without a manifest, those not of a name Ember writes (run.json,
+// progress.json, trace.jsonl, samples/rows/targets.jsonl, *.npy, *.partial,
+// logit_lens.layerN.pieces.json). '/'-separated, sorted.
+std::vector<std::string> files_not_from_run(const std::filesystem::path& dir);
 
 // The run id recorded in DIR/run.json or DIR/manifest.json ("" when neither says).
 std::string recorded_run_id(const std::filesystem::path& dir);

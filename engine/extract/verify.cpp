@@ -14,6 +14,7 @@
 
 #include "common/sha256.hpp"
 #include "common/strict_json.hpp"
+#include "common/strict_parse.hpp"
 #include "extract/run_directory.hpp"
 
 namespace ember::extract {
@@ -257,7 +258,7 @@ VerifyReport verify_run_directory(const fs::path& dir) {
         v.problem(kManifestName, why);
         return report;
     }
-    const json::object manifest = json::parse(text).as_object();
+    const json::object manifest = parse_strict_json(text, manifest_path.string()).as_object();  // seal_matches parsed it
     report.kind = text_of(member(manifest, "kind"));
     report.run_id = text_of(member(manifest, "run_id"));
     report.config_hash = text_of(member(manifest, "config_hash"));

@@ -3,7 +3,13 @@
 #include <fmt/format.h>
 #include <oneapi/tbb/task_arena.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "common/build_options.hpp"
@@ -16,11 +22,43 @@
 namespace ember::runtime {
 namespace {
 
-std::size_t checked_context(const models::ModelConfig& config, std::size_t requested) {
+// The memory a cache may take: what the kernel says is available now (MemAvailable; a
+// cache of nearly all the RAM is met by the OOM killer, not by an error), else the RAM,
+// and no more than a cgroup limit.
+std::uint64_t memory_limit_bytes() {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+    std::uint64_t limit = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
+                                                : std::numeric_limits<std::uint64_t>::max();
+    std::ifstream meminfo("/proc/meminfo");
+    for (std::string key; meminfo >> key;) {
+        std::uint64_t kib = 0;
+        if (key == "MemAvailable:" && meminfo >> kib) {
+            limit = std::min(limit, kib * 1024);
+            break;
+        }
+        meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+    }
+    std::ifstream cgroup("/sys/fs/cgroup/memory.max");
+    std::uint64_t cgroup_limit = 0;
+    if (cgroup >> cgroup_limit && cgroup_limit > 0) limit = std::min(limit, cgroup_limit);  // "max" reads as nothing
+    return limit;
+}
+
+std::size_t checked_context(const models::ModelConfig& config, std::size_t requested, kernels::KvType kv_type) {
     const std::size_t n = requested == 0 ? default_context_length(config) : requested;
     // Positions are int32 in llama.cpp and floats in RoPE; stay far below both limits.
     constexpr std::size_t max_context = std::size_t{1} << 24;
     if (n > max_context) throw Error(fmt::format("context length {} is larger than the maximum {}", n, max_context));
+    // The KV cache is allocated whole up front: a cache larger than the machine is refused
+    // with its size before anything is allocated, not met by the OOM killer. (n <= 2^24 and
+    // the per-position bytes of any model that loaded keep this far from overflowing.)
+    const double need = static_cast<double>(models::KvCache::bytes_for(config, n, kv_type));
+    const double have = static_cast<double>(memory_limit_bytes());
+    if (need > have)
+        throw Error(fmt::format("--ctx {}: the {} KV cache needs {:.1f} GB ({} layers), more than the {:.1f} GB of memory "
+                                "available on this machine; give a smaller --ctx{}",
+                                n, kernels::kv_type_name(kv_type), need / 1e9, config.layers.size(), have / 1e9,
+                                kv_type == kernels::KvType::f32 ? " (or --kv-type f16, half the size)" : ""));
     return n;
 }
 
@@ -72,7 +110,7 @@ Session::Session(const models::Model& model, const SessionOptions& options)
     : model_(model),
       backend_(make_backend(options.route)),
       ops_(*backend_, options.observer),
-      context_length_(checked_context(model.config(), options.context_length)),
+      context_length_(checked_context(model.config(), options.context_length, options.kv_type)),
       threads_(options.threads),
       state_{models::KvCache(model.config(), context_length_, options.kv_type), models::Workspace{}} {
     if (threads_ == 0) throw Error("the thread count must be at least 1");

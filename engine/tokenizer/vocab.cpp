@@ -133,6 +133,11 @@ void Vocabulary::read_types(const gguf::File& file) {
         return;
     }
     const std::uint64_t offset = file.find(kTypesKey)->value.offset;
+    // llama.cpp reads the types as INT32 (GGUFReader, llama-vocab); another integer type
+    // is a file it would read differently or refuse, as it refuses UINT8 scores.
+    if (const gguf::ValueType element = file.find(kTypesKey)->value.element_type; element != gguf::ValueType::INT32)
+        throw Error(file.describe_error(offset, fmt::format("'{}' is an ARRAY of {}, expected an ARRAY of INT32",
+                                                            kTypesKey, gguf::value_type_name(element))));
     if (values->size() != n) {
         throw Error(file.describe_error(offset, fmt::format("'{}' has {} entries, expected one per token ({})", kTypesKey,
                                                             values->size(), n)));

@@ -184,7 +184,9 @@ TEST_CASE("a malformed dataset line is refused naming file and line before anyth
         std::string error;
     };
     const Case cases[] = {
-        {"{\"text\": ", "not a JSON object"},
+        {"{\"text\": ", "not valid JSON"},
+        {"{\"text\": \"a\", \"text\": \"b\"}", "the key \"text\" appears twice in one object"},
+        {"{\"text\": \"a\", \"meta\": {\"k\": 1, \"k\": 2}}", "the key \"k\" appears twice in one object"},
         {"[1, 2]", "a dataset line must be a JSON object"},
         {"{\"id\": 3}", "the sample has no \"text\""},
         {"{\"text\": 3}", "\"text\" must be a string"},
@@ -206,6 +208,47 @@ TEST_CASE("a malformed dataset line is refused naming file and line before anyth
         CHECK_MESSAGE(r.output.find(c.error) != std::string::npos, r.output);
         CHECK(!fs::exists(dir.path() / "out"));
     }
+}
+
+TEST_CASE("a byte order mark at the start of a dataset is named, in .jsonl and in .txt") {
+    // Issue 24: a .txt dataset took the BOM into its first prompt, a .jsonl one said only
+    // "syntax error".
+    for (const char* name : {"bom.input.jsonl", "bom.txt"}) {
+        TempDir dir;
+        const fs::path data = dir.path() / name;
+        write_all(data, std::string("\xEF\xBB\xBF") + (fs::path(name).extension() == ".txt" ? "Once upon a time\n"
+                                                                                            : jsonl_line("Once")));
+        const CommandResult r = ember(extract_dataset("stories260K", data, dir.path() / "out", "--threads 1"));
+        CHECK(r.exit_code == 1);
+        CHECK_MESSAGE(r.output.find(data.string() + ":1: the file starts with a UTF-8 byte order mark") !=
+                          std::string::npos,
+                      r.output);
+        CHECK(!fs::exists(dir.path() / "out"));
+    }
+}
+
+TEST_CASE("samples.jsonl keeps metadata strict: non-finite numbers as null with a marker, big integers exact") {
+    // Issue 24: 1e999 metadata was written as Infinity (no strict parser reads it) and an
+    // integer beyond 64 bits as a rounded double. TempDir's strict check reads every file.
+    TempDir dir;
+    write_all(dir.path() / "d.input.jsonl", "{\"text\": \"Once upon\", \"big\": 123456789012345678901234, \"inf\": 1e999, "
+                                      "\"ninf\": -1e999, \"u64\": 18446744073709551615, \"list\": [1e999, 2]}\n");
+    const CommandResult r = ember(extract_dataset("stories260K", dir.path() / "d.input.jsonl", dir.path() / "out",
+                                                  "--threads 1 --layers 0 --select last"));
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    const std::string text = read_all(dir.path() / "out" / "samples.jsonl");
+    CHECK(text.find("Infinity") == std::string::npos);
+    const auto samples = read_jsonl(dir.path() / "out" / "samples.jsonl");
+    REQUIRE(samples.size() == 1);
+    const json::object& m = samples[0].at("metadata").as_object();
+    CHECK(m.at("big") == "123456789012345678901234");
+    CHECK(m.at("inf").is_null());
+    CHECK(m.at("inf_nonfinite") == "inf");
+    CHECK(m.at("ninf_nonfinite") == "-inf");
+    CHECK(m.at("u64").as_uint64() == 18446744073709551615ull);
+    CHECK(m.at("list").as_array()[0].is_null());
+    CHECK(m.at("list_nonfinite").at("0") == "inf");
+    CHECK(ember("verify " + shell_quote((dir.path() / "out").string())).exit_code == 0);
 }
 
 TEST_CASE("a sample whose selection is empty is an error naming it, or skipped with --on-empty skip") {

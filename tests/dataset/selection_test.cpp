@@ -76,6 +76,14 @@ TEST_CASE("selection specs: text forms parse, print back and refuse by name") {
         CHECK(sel::parse(sel::parse(text).to_string()).to_string() == sel::parse(text).to_string());
     for (const char* bad : {"", "bytes:3-3", "bytes:5-2", "chars:a-b", "substring:", "substring:x#0", "1,1", "1,,2", "lastt"})
         CHECK_THROWS_AS(sel::parse(bad), sel::SpecError);
+    // #-1 and a #K beyond any prompt are refused as #0 is, not taken for part of the text
+    // (issue 24: "substring:x#-1" searched for the text "x#-1" before).
+    for (const char* bad : {"substring:x#-1", "substring:x#+0", "substring:x#99999999999999999999999", "substring:x#2147483648"})
+        CHECK_THROWS_WITH_AS(sel::parse(bad), doctest::Contains("the occurrence #K must be an integer from 1 to 2147483647"),
+                             sel::SpecError);
+    CHECK(sel::parse("substring:x#2147483647").occurrence == 2147483647);
+    CHECK(sel::parse("substring:x#-").text == "x#-");
+    CHECK(sel::parse(sel::from_json(JsonValue::parse(R"({"substring": "x#-1"})")).to_string()).text == "x#-1");
     CHECK_THROWS_WITH_AS(extract::parse_spec("bytes:9-2", "select"),
                          "--select: selection 'bytes:9-2': the range is empty (A must be below B)", UsageError);
 }
@@ -90,7 +98,8 @@ TEST_CASE("selection specs: the JSON object form means the text form") {
     CHECK(json(R"("substring:fox")") == "substring:fox");
     for (const char* bad : {R"({})", R"({"bytes": [3]})", R"({"substring": "a", "bytes": [0, 1]})",
                             R"({"bytes": [0, 1], "occurrence": 2})", R"({"substring": "a", "take": "middle"})",
-                            R"({"substring": "a", "nth": 1})", R"(3)"})
+                            R"({"substring": "a", "nth": 1})", R"(3)", R"({"substring": "a", "occurrence": 2147483648})",
+                            R"({"substring": "a", "occurrence": -1})"})
         CHECK_THROWS_AS(sel::from_json(JsonValue::parse(bad)), sel::SpecError);
 }
 

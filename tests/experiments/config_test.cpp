@@ -4,6 +4,7 @@
 // config, command line), the defaults file lookup, and config hashes (equal for
 // equivalent configs, different otherwise).
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <boost/json.hpp>
 
@@ -402,6 +403,44 @@ path = "runs/a/trace.jsonl"
     LoadOptions options;
     options.command_line_experiments = {"libcapture.so"};
     CHECK(config_hash(load_run_config(dir.path() / "c.toml", options)) != base_hash);
+}
+
+TEST_CASE("an experiment's config nested deeper than 32 levels is refused at file:line") {
+    // Issue 24: 40 levels passed the TOML limit (64) and failed later, in the run, with
+    // Boost.JSON's bare "too deep".
+    const auto nested = [](int arrays) {
+        std::string value = "1";
+        for (int i = 0; i < arrays; ++i) value = "[" + value + "]";
+        return std::string(kMinimal) + "[[experiment]]\nplugin = \"libx.so\"\n[experiment.config]\nx = " + value + "\n";
+    };
+    CHECK(error_of(nested(40)).rfind("x.toml:7:1: [experiment.config] nests 41 levels of tables and arrays, more than the "
+                                     "32 an experiment's config may have",
+                                     0) == 0);
+    CHECK(error_of(nested(32)).find("nests 33 levels") != std::string::npos);
+    TempDir dir;
+    const auto config = load_run_config(write(dir.path() / "ok.toml", nested(31)));  // 32 levels: read everywhere
+    CHECK_NOTHROW(boost::json::parse(config.experiments.at(0).config_json));
+}
+
+TEST_CASE("-0.0 and 0.0 hash alike, in the config's own keys and in an experiment's config") {
+    // Issue 24: the canonical JSON wrote -0.0 as "-0E0", so two configs meaning the same run
+    // had two hashes (and a sweep reran a verified result).
+    TempDir dir;
+    const auto hash_of = [&](const std::string& name, const char* zero) {
+        return config_hash(load_run_config(write(dir.path() / name, std::string(kMinimal) + fmt::format(R"([generation]
+temperature = {0}
+top_p = 0.5
+[output]
+dir = "runs/a"
+[[experiment]]
+plugin = "libsteer.so"
+[experiment.config]
+scale = {0}
+offsets = [{0}, 1.5]
+)", zero))));
+    };
+    CHECK(hash_of("plus.toml", "0.0") == hash_of("minus.toml", "-0.0"));
+    CHECK(hash_of("plus.toml", "0.0") != hash_of("other.toml", "0.25"));  // a real change still counts
 }
 
 TEST_CASE("to_json records the parsed config for run.json") {

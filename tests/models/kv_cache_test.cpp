@@ -9,10 +9,13 @@
 // attention scores are large, that alone moves the logits by 2e-2 (qwen3) and 9e-2
 // (gemma4), reported here. Different bits from the F32 cache prove the cache is F16.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
 
+#include "common/error.hpp"
 #include "gguf/gguf_file.hpp"
 #include "models/model.hpp"
 #include "runtime/session.hpp"
@@ -93,6 +96,41 @@ TEST_CASE("an F16 KV cache: half the bytes, logits close to the F32 cache's in e
 TEST_CASE("an F16 KV cache: half the bytes, logits close to the F32 cache's in every family, fast route") {
     if (test::fast_route_missing()) return;
     check_f16_cache(runtime::Route::Fast);
+}
+
+// Rung: smoke. A cache larger than the memory available is refused with its size before
+// anything is allocated (issue 24: --ctx 16777216 went straight to the allocator and the
+// OOM killer). The fixture whose 16M-position cache is largest is used.
+TEST_CASE("a KV cache larger than the machine's memory is refused with its size in GB, before allocating") {
+    constexpr std::size_t ctx = std::size_t{1} << 24;
+    std::string name;
+    std::size_t need = 0, layers = 0;
+    for (const char* candidate : kFixtureModels) {
+        const gguf::File file = gguf::File::open(fixture_path("models/" + std::string(candidate) + ".gguf"));
+        const auto model = models::load_model(file);
+        const std::size_t bytes = models::KvCache::bytes_for(model->config(), ctx, kernels::KvType::f32);
+        if (bytes > need) need = bytes, name = candidate, layers = model->config().layers.size();
+    }
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+    if (static_cast<double>(need) <= static_cast<double>(pages) * static_cast<double>(page)) {
+        MESSAGE("not run: this machine has more memory than the 16M-position cache of " << name << " needs ("
+                                                                                        << need / 1e9 << " GB)");
+        return;
+    }
+    const gguf::File file = gguf::File::open(fixture_path("models/" + name + ".gguf"));
+    const auto model = models::load_model(file);
+    const std::string expected = fmt::format("--ctx 16777216: the f32 KV cache needs {:.1f} GB ({} layers), more than the",
+                                             static_cast<double>(need) / 1e9, layers);
+    for (runtime::Route route : {runtime::Route::Reference, runtime::Route::Fast}) {
+        if (route == runtime::Route::Fast && !kHasFastRoute) continue;
+        CHECK_THROWS_WITH_AS(runtime::Session(*model, {.route = route, .context_length = ctx, .threads = 1}),
+                             doctest::Contains(expected.c_str()), Error);
+    }
+    const CommandResult r = run_command(fmt::format("{} generate --model {} --prompt Once --max-tokens 1 --ctx 16777216 2>&1",
+                                                    EMBER_BINARY, shell_quote(fixture_path("models/" + name + ".gguf").string())));
+    CHECK(r.exit_code == 1);
+    CHECK_MESSAGE(r.output.find(expected) != std::string::npos, r.output);
+    CHECK_MESSAGE(r.output.find("--kv-type f16") != std::string::npos, r.output);
 }
 
 }  // namespace ember::test

@@ -187,4 +187,18 @@ TEST_CASE("negative, huge and non-integer sizes and shapes are named by file and
     }
 }
 
+TEST_CASE("ember verify prints the control bytes of a file's name escaped, never as terminal input") {
+    // Issue 24: a file named with an escape sequence and a newline printed them raw, so a
+    // directory could paint the terminal or fake an "ok:" line.
+    TempDir dir;
+    const fs::path out = extraction(dir);
+    write_all(out / "x\x1b[2J\nok: 99 files match", "mine\n");
+    const CommandResult r = verify_cli(out);
+    CHECK(r.exit_code == 1);
+    CHECK_MESSAGE(r.output.find("x\\x1b[2J\\x0aok: 99 files match: is not listed in the manifest") != std::string::npos,
+                  r.output);
+    CHECK(r.output.find('\x1b') == std::string::npos);
+    CHECK(r.output.find("\nok: 99") == std::string::npos);
+}
+
 }  // namespace ember::test

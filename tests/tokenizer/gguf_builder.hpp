@@ -2,6 +2,7 @@
 // the tokenizer vocabularies that are malformed in one precise way. Chainable setters.
 #pragma once
 
+#include <cstring>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -37,6 +38,17 @@ public:
     }
     GgufBuilder& u32s(std::string_view key, const std::vector<std::uint32_t>& values) {
         writer_.set_u32_array(key, values);
+        return *this;
+    }
+    // An ARRAY of UINT8 (element type id 0), written byte by byte: the writer has no setter for it.
+    GgufBuilder& u8s(std::string_view key, const std::vector<std::uint8_t>& values) {
+        std::vector<std::byte> payload(4 + 8 + values.size());
+        const std::uint32_t element_type = 0;
+        const std::uint64_t count = values.size();
+        std::memcpy(payload.data(), &element_type, 4);
+        std::memcpy(payload.data() + 4, &count, 8);
+        std::memcpy(payload.data() + 12, values.data(), values.size());
+        writer_.set_raw(key, gguf::ValueType::ARRAY, payload);
         return *this;
     }
     GgufBuilder& f32s(std::string_view key, const std::vector<float>& values) {

@@ -158,6 +158,23 @@ TEST_CASE("vocab validation: arrays of the wrong element type or length are refu
                                   .build()),
                    {"tokenizer.ggml.scores", "ARRAY of INT32"});
 
+    // token_type is INT32 as llama.cpp reads it: UINT8 or UINT32 types are refused, as UINT8
+    // scores are (issue 24: a UINT8 array was accepted before).
+    const std::vector<std::uint8_t> u8_types(spm.types.begin(), spm.types.end());
+    check_mentions(load_error(GgufBuilder()
+                                  .string("tokenizer.ggml.model", "llama")
+                                  .strings("tokenizer.ggml.tokens", spm.tokens)
+                                  .u8s("tokenizer.ggml.token_type", u8_types)
+                                  .build()),
+                   {"tokenizer.ggml.token_type", "ARRAY of UINT8", "expected an ARRAY of INT32"});
+    const std::vector<std::uint32_t> u32_types(spm.types.begin(), spm.types.end());
+    check_mentions(load_error(GgufBuilder()
+                                  .string("tokenizer.ggml.model", "llama")
+                                  .strings("tokenizer.ggml.tokens", spm.tokens)
+                                  .u32s("tokenizer.ggml.token_type", u32_types)
+                                  .build()),
+                   {"tokenizer.ggml.token_type", "ARRAY of UINT32", "expected an ARRAY of INT32"});
+
     auto short_scores = spm.scores;
     short_scores.resize(10);
     check_mentions(load_error(GgufBuilder()

@@ -7,6 +7,8 @@
 //   bytes:A-B                           every token whose byte span overlaps [A, B)
 //   chars:A-B                           the same in code points of the UTF-8 prompt
 //   substring:TEXT  substring:TEXT#K    every token overlapping the first (K-th) occurrence
+//                                       (K from 1 to kMaxOccurrence; a TEXT ending in '#'
+//                                       and an integer is written in the JSON form)
 //   ...:first | ...:last                only the first / last token of what the spec selects
 //
 // As JSON (a dataset's "select"): a string in the form above, or an object with exactly one
@@ -43,6 +45,10 @@ public:
 
 enum class Kind { All, First, Last, Indices, Bytes, Chars, Substring };
 enum class Take { All, First, Last };
+
+// The largest occurrence K a substring spec may ask for (a prompt of 2^31 bytes could not
+// hold more); #0, #-1 and anything above this are refused.
+inline constexpr std::size_t kMaxOccurrence = 2147483647;
 
 struct Spec {
     Kind kind = Kind::All;
@@ -95,6 +101,12 @@ struct Resolved {
 };
 
 namespace detail {
+
+// "-1", "0", "123": a sign at most and digits (what #K after a substring is taken to be).
+inline bool looks_like_integer(std::string_view s) {
+    if (!s.empty() && (s.front() == '-' || s.front() == '+')) s.remove_prefix(1);
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
 
 inline bool parse_unsigned(std::string_view s, std::size_t& out) {
     if (s.empty()) return false;
@@ -171,8 +183,12 @@ inline Spec parse(std::string_view text) {
         s.kind = Kind::Substring;
         body.remove_prefix(10);
         const std::size_t hash = body.rfind('#');
-        if (hash != std::string_view::npos && detail::parse_unsigned(body.substr(hash + 1), s.occurrence)) {
-            if (s.occurrence == 0) throw SpecError("selection '" + whole + "': occurrences count from 1");
+        if (hash != std::string_view::npos && detail::looks_like_integer(body.substr(hash + 1))) {
+            // #0, #-1 and a K too large for any prompt are refused alike, never read as text.
+            if (!detail::parse_unsigned(body.substr(hash + 1), s.occurrence) || s.occurrence < 1 ||
+                s.occurrence > kMaxOccurrence)
+                throw SpecError("selection '" + whole + "': the occurrence #K must be an integer from 1 to " +
+                                std::to_string(kMaxOccurrence) + " (occurrences count from 1)");
             body = body.substr(0, hash);
         }
         if (body.empty()) throw SpecError("selection '" + whole + "': the substring is empty");
@@ -226,7 +242,8 @@ inline Spec from_json(const JsonValue& value) {
         } else if (key == "position") {
             s.kind = take_of(v, "position"), ++kinds;
         } else if (key == "occurrence") {
-            if (!v.is_integer() || v.as_integer() < 1) throw SpecError("select.occurrence must be an integer >= 1");
+            if (!v.is_integer() || v.as_integer() < 1 || static_cast<std::uint64_t>(v.as_integer()) > kMaxOccurrence)
+                throw SpecError("select.occurrence must be an integer from 1 to " + std::to_string(kMaxOccurrence));
             s.occurrence = static_cast<std::size_t>(v.as_integer());
         } else if (key == "take") {
             const Kind k = take_of(v, "take");

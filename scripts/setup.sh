@@ -12,6 +12,7 @@ packages=(
   python3 python3-numpy        # tests read .npy files the way a researcher would
   slurm-wlm munge              # scripts/test-slurm.sh: a one-host Slurm cluster for ember sweep --slurm
   ccache                       # the build scripts reuse objects between builds and clones
+  python3-torch python3-pytest # test-only: tests/attribution checks gradients against PyTorch autograd
 )
 
 missing=()

@@ -1,0 +1,36 @@
+// Attribution patching (AtP, Nanda 2023; Kramar et al. 2024): the linear estimate of what
+// patching one site's activation from a corrupted prompt into the clean run does to the
+// metric, (a_corrupt - a_clean) . dM/da, for every chosen site at once from the one
+// backward pass of the clean run. Summed over columns per unit: per position (the residual
+// stages and before_logits), per (position, head) (head_outputs, attention_pattern), per
+// (position, neuron) (mlp_activation, one column each).
+//
+// Writes STAGE.layerN.atp.npy ([positions, units per position]) and attribution.jsonl (every
+// unit, ranked by |estimate|); with verify_top = K, the K top units are patched for real on
+// the reference route (a Session with a hook writing the corrupted values) and each line
+// records the true effect next to the estimate, with the Spearman correlation over them.
+#pragma once
+
+#include <oneapi/tbb/task_arena.h>
+
+#include <boost/json/value.hpp>
+
+#include <vector>
+
+#include "attribution/attribution.hpp"
+#include "attribution/site_arrays.hpp"
+
+namespace ember::attribution {
+
+// The corrupted prompt must have as many tokens as the clean one (position p patches
+// position p): ember::Error otherwise. Returns the manifest's "attribution_patching".
+boost::json::value write_attribution_patching(extract::RunDirectoryWriter& writer, const runtime::LoadedModel& model,
+                                              const GradientModel& gm, const AttributeRequest& request,
+                                              const std::vector<Continuation>& runs, const SiteArrays& arrays,
+                                              double clean_metric, tbb::task_arena& arena);
+
+// Spearman's rank correlation of two equally long series (average ranks for ties); NaN
+// for fewer than two values or a constant series.
+double spearman(const std::vector<double>& a, const std::vector<double>& b);
+
+}  // namespace ember::attribution

@@ -8,7 +8,11 @@
 // Rung: interventions. The gradient predicts what an edit does on the real reference
 // route: a central finite difference of the metric, (M(a + h d) - M(a - h d)) / 2h, with
 // the edit made by a hook inside a Session (not by the gradient code), matches grad . d
-// within 1e-3 relative, at after_layer, after_attention, mlp_activation and head_outputs.
+// within 1e-3 relative, at after_layer, after_attention, mlp_activation and head_outputs,
+// on Llama and Qwen3. Not on Gemma 4: its route's GELU is llama.cpp's F16 table, so its
+// metric is a step function at F16 resolution and a finite difference measures the steps
+// (about 2% off at h = 1e-2 on the fixtures); its gradients, those of the smooth GELU the
+// table samples, are checked against autograd (test_autograd.py).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -92,8 +96,9 @@ TEST_CASE("the gradient forward reproduces the reference route's activations bit
         const runtime::LoadedModel model(test::fixture_path(std::string("models/") + name + ".gguf"), std::nullopt);
         const GradientModel gm(model.file, model.model->config());
         for (const char* prompt : {"Once upon a time, there was a little girl", "كتب الطالب الدرس في المكتبة"}) {
-            CAPTURE(name);
-            CAPTURE(prompt);
+            const std::string model_name = name, prompt_text = prompt;
+            CAPTURE(model_name);
+            CAPTURE(prompt_text);
             const auto encoded = extract::encode_prompt(model.tokenizer, prompt, config::AddBos::Auto);
             const std::size_t T = encoded.ids.size();
             runtime::Session session(*model.model, reference_options(T));
@@ -138,11 +143,11 @@ TEST_CASE("central finite differences on the reference route agree with the grad
     const Probe probes[] = {
         {"stories260K", Stage::AfterLayer, 2},         {"stories260K", Stage::MlpActivation, 0},
         {"synth-qwen3-q8_0", Stage::AfterAttention, 1}, {"synth-qwen3-q8_0", Stage::HeadOutputs, 0},
-        {"synth-gemma4-q8_0", Stage::AfterLayer, 1},    {"synth-gemma4-e-q8_0", Stage::AfterMlp, 1},
-        {"synth-gemma4-e-q8_0", Stage::HeadOutputs, 3},  // a layer reading another's K/V
+        {"synth-llama3-q8_0", Stage::AfterLayer, 0},    {"synth-llama3-q8_0", Stage::MlpActivation, 1},
     };
     for (const Probe& p : probes) {
-        CAPTURE(p.model);
+        const std::string model_name = p.model;
+        CAPTURE(model_name);
         CAPTURE(hooks::stage_name(p.stage));
         const runtime::LoadedModel model(test::fixture_path(std::string("models/") + p.model + ".gguf"), std::nullopt);
         const GradientModel gm(model.file, model.model->config());

@@ -126,17 +126,23 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b) {
     return sab / std::sqrt(saa * sbb);
 }
 
+extract::EncodedPrompt aligned_corrupt_prompt(const tokenizer::Tokenizer& tok, const AttributeRequest& r,
+                                              std::size_t prompt_tokens) {
+    extract::EncodedPrompt corrupt = extract::encode_prompt(tok, *r.corrupt, r.add_bos);
+    if (corrupt.ids.size() != prompt_tokens)
+        throw Error(fmt::format("--corrupt: the corrupted prompt is {} tokens and the clean prompt {}: attribution "
+                                "patching puts position p of one into position p of the other, so they must align "
+                                "(give a corrupted prompt of {} tokens)",
+                                corrupt.ids.size(), prompt_tokens, prompt_tokens));
+    return corrupt;
+}
+
 json::value write_attribution_patching(extract::RunDirectoryWriter& writer, const runtime::LoadedModel& model,
                                        const GradientModel& gm, const AttributeRequest& r,
                                        const std::vector<Continuation>& runs, const SiteArrays& arrays,
                                        double clean_metric, tbb::task_arena& arena) {
     const models::ModelConfig& c = gm.config();
-    const extract::EncodedPrompt corrupt = extract::encode_prompt(model.tokenizer, *r.corrupt, r.add_bos);
-    if (corrupt.ids.size() != arrays.prompt_tokens())
-        throw Error(fmt::format("--corrupt: the corrupted prompt is {} tokens and the clean prompt {}: attribution "
-                                "patching puts position p of one into position p of the other, so they must align "
-                                "(give a corrupted prompt of {} tokens)",
-                                corrupt.ids.size(), arrays.prompt_tokens(), arrays.prompt_tokens()));
+    const extract::EncodedPrompt corrupt = aligned_corrupt_prompt(model.tokenizer, r, arrays.prompt_tokens());
     std::optional<Tape> corrupt_tape;
     arena.execute([&] { corrupt_tape = gm.forward(corrupt.ids, {}); });
 

@@ -22,6 +22,11 @@
 
 namespace ember::attribution {
 
+// The corrupted prompt as tokenized, checked to align with the clean one's `prompt_tokens`
+// (ember::Error naming both counts): called before anything is written.
+extract::EncodedPrompt aligned_corrupt_prompt(const tokenizer::Tokenizer& tok, const AttributeRequest& request,
+                                              std::size_t prompt_tokens);
+
 // The corrupted prompt must have as many tokens as the clean one (position p patches
 // position p): ember::Error otherwise. Returns the manifest's "attribution_patching".
 boost::json::value write_attribution_patching(extract::RunDirectoryWriter& writer, const runtime::LoadedModel& model,

@@ -109,6 +109,7 @@ AttributeResult run_attribution(const runtime::LoadedModel& model, const Gradien
                                     "there is the metric's own); the stages with gradients are the tensor stages before it",
                                     hooks::stage_name(s)));
     }
+    if (r.corrupt) aligned_corrupt_prompt(model.tokenizer, r, first.prompt_tokens);  // before anything is written
     extract::RunDirectoryWriter writer(r.output.dir, {r.output.overwrite, "ember attribute", {}, {}});
 
     tbb::task_arena arena(static_cast<int>(std::max<std::size_t>(1, r.threads)));

@@ -1,7 +1,7 @@
 // ember attribute --model MODEL (--prompt TEXT | --file PATH) --target TEXT --out DIR
 //                 [--metric logprob|logit-diff|prob] [--contrast TEXT]
 //                 [--stages S,...] [--layers all|N,M] [--positions all|last|N,M | --select SPEC]
-//                 [--corrupt TEXT [--verify-top K]] [--no-bos] [--overwrite] [--json] [--threads N]
+//                 [--corrupt TEXT [--method atp|ig [--steps N]] [--verify-top K]] [--no-bos] [--overwrite] [--json] [--threads N]
 // One forward and one backward pass on the reference route: per chosen stage, layer and
 // prompt position, d(metric)/d(activation) and the activation, as .npy files in a run
 // directory with a sealed manifest (docs/attribution.md). Gradients are defined on the
@@ -40,6 +40,13 @@ attribution::AttributeRequest request_from_options(const po::variables_map& vm) 
     if (top < 0 || top > 1000000) throw UsageError("--verify-top K must be in [0, 1000000]");
     if (top > 0 && !r.corrupt) throw UsageError("--verify-top K goes with --corrupt TEXT");
     r.verify_top = static_cast<std::size_t>(top);
+    const std::string method = vm["method"].as<std::string>();
+    if (method != "atp" && method != "ig") throw UsageError(fmt::format("--method '{}' is not one of atp, ig", method));
+    if (method == "ig" && !r.corrupt) throw UsageError("--method ig integrates from the clean to the --corrupt run: give --corrupt TEXT");
+    r.integrated_gradients = method == "ig";
+    const long long steps = vm["steps"].as<long long>();
+    if (steps < 1 || steps > 4096) throw UsageError("--steps N must be in [1, 4096]");
+    r.ig_steps = static_cast<std::size_t>(steps);
 
     r.output.dir = fs::absolute(vm["out"].as<std::string>()).lexically_normal();
     r.output.overwrite = vm["overwrite"].as<bool>();
@@ -51,10 +58,11 @@ attribution::AttributeRequest request_from_options(const po::variables_map& vm) 
     else extract::parse_positions(vm["positions"].as<std::string>(), r.output);
 
     boost::json::object record;
-    for (const char* option : {"metric", "target", "contrast", "stages", "layers", "positions", "select", "corrupt"}) {
+    for (const char* option : {"metric", "target", "contrast", "stages", "layers", "positions", "select", "corrupt", "method"}) {
         if (vm.count(option)) record[option] = vm[option].as<std::string>();
     }
     record["verify_top"] = r.verify_top;
+    if (r.integrated_gradients) record["steps"] = r.ig_steps;
     record["add_bos"] = r.add_bos == config::AddBos::No ? "no" : "auto";
     r.request_record = std::move(record);
     return r;
@@ -80,6 +88,9 @@ int run_attribute(const std::vector<std::string>& args) {
          "a selection spec: all, first, last, 3,-1, bytes:A-B, chars:A-B, substring:TEXT[#K], each [:first|:last]")
         ("corrupt", po::value<std::string>(), "attribution patching: the corrupted prompt (same number of tokens)")
         ("verify-top", po::value<long long>()->default_value(0), "with --corrupt: patch the K top sites for real")
+        ("method", po::value<std::string>()->default_value("atp"),
+         "with --corrupt: atp (the gradient at the clean run) or ig (integrated gradients along the path)")
+        ("steps", po::value<long long>()->default_value(16), "--method ig: steps of the path (midpoint rule)")
         ("json", po::bool_switch(), "print a JSON summary")
         ("overwrite", po::bool_switch(), "replace an earlier run in the output directory");
     po::variables_map vm;

@@ -95,6 +95,45 @@ double route_metric(const runtime::LoadedModel& model, const std::vector<Continu
     return total;
 }
 
+// The mean gradient at site `a` along the path from the clean activation to the corrupted
+// one (every prompt row of the site), in the SiteArray's layout.
+std::vector<float> path_gradient(const GradientModel& gm, const std::vector<Continuation>& runs, const SiteArrays& arrays,
+                                 const SiteArray& a, const Tape& clean, const Tape& corrupt, std::size_t steps,
+                                 tbb::task_arena& arena) {
+    if (a.stage == Stage::AttentionPattern || a.stage == Stage::BeforeLogits)
+        throw Error(fmt::format("--method ig interpolates a site through an edit of the forward pass; {} cannot be "
+                                "edited there: choose other stages",
+                                hooks::stage_name(a.stage)));
+    const kernels::ConstRows from = site_activation(clean, a.stage, a.layer);   // [T, cols]
+    const kernels::ConstRows to = site_activation(corrupt, a.stage, a.layer);   // [P, cols]
+    std::vector<double> sum(a.gradient.size(), 0.0);
+    std::vector<float> rows;
+    for (std::size_t k = 0; k < steps; ++k) {
+        const double alpha = (static_cast<double>(k) + 0.5) / static_cast<double>(steps);
+        const SiteEdit edit = [&](Stage stage, std::uint32_t layer, kernels::Rows t) {
+            if (stage != a.stage || layer != *a.layer) return;
+            for (std::size_t row = 0; row < to.rows; ++row)
+                for (std::size_t col = 0; col < t.cols; ++col)
+                    t.row(row)[col] = static_cast<float>(from.row(row)[col] + alpha * (to.row(row)[col] - from.row(row)[col]));
+        };
+        for (const Continuation& run : runs) {
+            arena.execute([&] {
+                const Tape tape = gm.forward(run.evaluated.ids, run.metric.rows(), edit);
+                Matrix dlogits;
+                run.metric.evaluate(tape.logits.view(), &dlogits);
+                gm.backward(tape, dlogits.view(), [&](const Site& site) {
+                    if (site.stage != a.stage || site.layer != a.layer) return;
+                    arrays.select_rows(a, site.gradient, rows);
+                    for (std::size_t i = 0; i < rows.size(); ++i) sum[i] += run.sign * rows[i];
+                });
+            });
+        }
+    }
+    std::vector<float> mean(sum.size());
+    for (std::size_t i = 0; i < sum.size(); ++i) mean[i] = static_cast<float>(sum[i] / static_cast<double>(steps));
+    return mean;
+}
+
 std::vector<double> ranks(const std::vector<double>& v) {
     std::vector<std::size_t> order(v.size());
     std::iota(order.begin(), order.end(), 0);
@@ -140,7 +179,7 @@ extract::EncodedPrompt aligned_corrupt_prompt(const tokenizer::Tokenizer& tok, c
 json::value write_attribution_patching(extract::RunDirectoryWriter& writer, const runtime::LoadedModel& model,
                                        const GradientModel& gm, const AttributeRequest& r,
                                        const std::vector<Continuation>& runs, const SiteArrays& arrays,
-                                       double clean_metric, tbb::task_arena& arena) {
+                                       const Tape& clean, double clean_metric, tbb::task_arena& arena) {
     const models::ModelConfig& c = gm.config();
     const extract::EncodedPrompt corrupt = aligned_corrupt_prompt(model.tokenizer, r, arrays.prompt_tokens());
     std::optional<Tape> corrupt_tape;
@@ -154,6 +193,8 @@ json::value write_attribution_patching(extract::RunDirectoryWriter& writer, cons
     for (std::size_t s = 0; s < arrays.arrays().size(); ++s) {
         const SiteArray& a = arrays.arrays()[s];
         arrays.select_rows(a, site_activation(*corrupt_tape, a.stage, a.layer), corrupt_rows[s]);
+        const std::vector<float> gradient =
+            r.integrated_gradients ? path_gradient(gm, runs, arrays, a, clean, *corrupt_tape, r.ig_steps, arena) : a.gradient;
         const std::size_t per = units_per_position(a, c);
         std::vector<float> estimates(positions.size() * per);
         for (std::size_t i = 0; i < positions.size(); ++i) {
@@ -166,7 +207,7 @@ json::value write_attribution_patching(extract::RunDirectoryWriter& writer, cons
                 double e = 0.0;
                 for (std::size_t k = first; k < first + count; ++k) {
                     const std::size_t at = row * a.cols + k;
-                    e += (static_cast<double>(corrupt_rows[s][at]) - a.activation[at]) * a.gradient[at];
+                    e += (static_cast<double>(corrupt_rows[s][at]) - a.activation[at]) * gradient[at];
                 }
                 unit.estimate = e;
                 estimates[i * per + u] = static_cast<float>(e);
@@ -221,10 +262,13 @@ json::value write_attribution_patching(extract::RunDirectoryWriter& writer, cons
     const extract::FileRecord table = writer.write_text("attribution.jsonl", lines);
     const double rho = spearman(verified_estimates, verified_effects);
     return json::object{
-        {"method", "atp"},
+        {"method", r.integrated_gradients ? "ig" : "atp"},
+        {"ig_steps", r.integrated_gradients ? json::value(r.ig_steps) : json::value(nullptr)},
         {"corrupt_prompt", *r.corrupt},
         {"corrupt_token_ids", json::value_from(corrupt.ids)},
-        {"estimate", "(a_corrupt - a_clean) . dM/da, summed over the unit's columns"},
+        {"estimate", r.integrated_gradients ? "(a_corrupt - a_clean) . mean over the path's midpoints of dM/da, the whole "
+                                              "site interpolated, summed over the unit's columns"
+                                            : "(a_corrupt - a_clean) . dM/da, summed over the unit's columns"},
         {"table", table.name},
         {"units", units.size()},
         {"arrays", std::move(files)},

@@ -5,6 +5,12 @@
 // stages and before_logits), per (position, head) (head_outputs, attention_pattern), per
 // (position, neuron) (mlp_activation, one column each).
 //
+// With --method ig (integrated gradients, Sundararajan et al. 2017), dM/da is replaced by
+// its mean along the straight path from the clean to the corrupted activation of the whole
+// site (every prompt row), at the midpoints of `ig_steps` steps: each step one forward with
+// the site set to a_clean + alpha (a_corrupt - a_clean) and one backward. The estimates of a
+// site's units then sum to about M(site corrupted) - M(clean) (completeness).
+//
 // Writes STAGE.layerN.atp.npy ([positions, units per position]) and attribution.jsonl (every
 // unit, ranked by |estimate|); with verify_top = K, the K top units are patched for real on
 // the reference route (a Session with a hook writing the corrupted values) and each line
@@ -32,7 +38,7 @@ extract::EncodedPrompt aligned_corrupt_prompt(const tokenizer::Tokenizer& tok, c
 boost::json::value write_attribution_patching(extract::RunDirectoryWriter& writer, const runtime::LoadedModel& model,
                                               const GradientModel& gm, const AttributeRequest& request,
                                               const std::vector<Continuation>& runs, const SiteArrays& arrays,
-                                              double clean_metric, tbb::task_arena& arena);
+                                              const Tape& clean, double clean_metric, tbb::task_arena& arena);
 
 // Spearman's rank correlation of two equally long series (average ranks for ties); NaN
 // for fewer than two values or a constant series.

@@ -110,6 +110,13 @@ AttributeResult run_attribution(const runtime::LoadedModel& model, const Gradien
                                     hooks::stage_name(s)));
     }
     if (r.corrupt) aligned_corrupt_prompt(model.tokenizer, r, first.prompt_tokens);  // before anything is written
+    if (r.integrated_gradients) {
+        for (Stage s : {Stage::AttentionPattern, Stage::BeforeLogits})
+            if (selection.has(s))
+                throw Error(fmt::format("--method ig interpolates a site through an edit of the forward pass; {} cannot "
+                                        "be edited there: choose other stages",
+                                        hooks::stage_name(s)));
+    }
     extract::RunDirectoryWriter writer(r.output.dir, {r.output.overwrite, "ember attribute", {}, {}});
 
     tbb::task_arena arena(static_cast<int>(std::max<std::size_t>(1, r.threads)));
@@ -134,7 +141,7 @@ AttributeResult run_attribution(const runtime::LoadedModel& model, const Gradien
 
     json::array tensors = arrays.write(writer, metric_name(first.metric.kind), result.metric);
     json::value atp = nullptr;
-    if (r.corrupt) atp = write_attribution_patching(writer, model, gm, r, runs, arrays, result.metric, arena);
+    if (r.corrupt) atp = write_attribution_patching(writer, model, gm, r, runs, arrays, *clean, result.metric, arena);
 
     json::array evaluations;
     for (const Continuation& run : runs) {

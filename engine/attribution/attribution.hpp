@@ -37,6 +37,8 @@ struct AttributeRequest {
     config::OutputSection output;         // stages, layers, positions / select; dir, overwrite
     std::optional<std::string> corrupt;   // attribution patching against this prompt
     std::size_t verify_top = 0;           // real patching of the K top sites
+    bool integrated_gradients = false;    // --method ig: the path integral instead of the gradient at the clean run
+    std::size_t ig_steps = 16;            // --steps: midpoints of the path from clean to corrupt
     std::size_t threads = 1;
     boost::json::object request_record;   // what the command line asked, for the manifest
 };

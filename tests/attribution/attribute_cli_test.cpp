@@ -95,3 +95,36 @@ TEST_CASE("ember attribute: a sealed run directory, and --verify-top patches the
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+double metric_value(const fs::path& dir) { return read_json(dir / "manifest.json").at("metric").at("value").as_double(); }
+
+// Rung: interventions. Integrated gradients are complete: patching the embeddings
+// (before_layer 0) at every prompt position turns the clean run into the corrupted one,
+// so the estimates summed over every position equal M(corrupt) - M(clean).
+TEST_CASE("--method ig: the estimates of before_layer 0 sum to M(corrupt) - M(clean)") {
+    const test::TempDir tmp;
+    const std::string clean = "Once upon a time, there was a little girl named Lily";
+    const std::string corrupt = "Once upon a time, there was a little boy named Lily";
+    const std::string common = " --target '. She' --stages before_layer --layers 0 --out ";
+    const auto ig = test::run_command(attribute("--prompt " + test::shell_quote(clean) + " --corrupt " +
+                                                test::shell_quote(corrupt) + " --method ig --steps 64" + common +
+                                                test::shell_quote((tmp.path() / "ig").string())) + " 2>&1");
+    REQUIRE_MESSAGE(ig.exit_code == 0, ig.output);
+    const auto other = test::run_command(
+        attribute("--prompt " + test::shell_quote(corrupt) + common + test::shell_quote((tmp.path() / "c").string())) + " 2>&1");
+    REQUIRE_MESSAGE(other.exit_code == 0, other.output);
+    std::ifstream lines(tmp.path() / "ig" / "attribution.jsonl");
+    std::string line;
+    double sum = 0;
+    while (std::getline(lines, line)) sum += boost::json::parse(line).at("estimate").as_double();
+    const double expected = metric_value(tmp.path() / "c") - metric_value(tmp.path() / "ig");
+    CAPTURE(sum);
+    CAPTURE(expected);
+    CHECK(std::abs(sum - expected) <= 1e-3 * std::abs(expected));
+}
+
+}  // namespace
+}  // namespace ember

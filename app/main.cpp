@@ -30,6 +30,8 @@ constexpr Subcommand kSubcommands[] = {
     {"sweep", "run many run configs: progress, a summary, verified results skipped", ember::app::run_sweep},
     {"extract", "write hidden states, logits and a logit lens as .npy files with a manifest", ember::app::run_extract},
     {"merge", "join the shards of a dataset extraction into one sealed run directory", ember::app::run_merge},
+    {"attribute", "gradients of a metric at every chosen stage, layer and position (reference route)",
+     ember::app::run_attribute},
     {"verify", "check a run directory against its manifest: checksums, shapes, seal", ember::app::run_verify},
     {"trace", "trace journals: export to the Chrome trace format, print a fingerprint", ember::app::run_trace},
     {"quantize", "rewrite an F32/F16/BF16 model with quantized weights, as llama-quantize does", ember::app::run_quantize},

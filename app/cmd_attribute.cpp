@@ -1,0 +1,131 @@
+// ember attribute --model MODEL (--prompt TEXT | --file PATH) --target TEXT --out DIR
+//                 [--metric logprob|logit-diff|prob] [--contrast TEXT]
+//                 [--stages S,...] [--layers all|N,M] [--positions all|last|N,M | --select SPEC]
+//                 [--corrupt TEXT [--method atp|ig [--steps N]] [--verify-top K]] [--no-bos] [--overwrite] [--json] [--threads N]
+// One forward and one backward pass on the reference route: per chosen stage, layer and
+// prompt position, d(metric)/d(activation) and the activation, as .npy files in a run
+// directory with a sealed manifest (docs/attribution.md). Gradients are defined on the
+// reference route only: --route fast is refused by name.
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "attribution/attribution.hpp"
+#include "cli.hpp"
+#include "commands.hpp"
+#include "common/error.hpp"
+#include "extract/extraction.hpp"
+#include "extract/selection.hpp"
+
+namespace ember::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+attribution::AttributeRequest request_from_options(const po::variables_map& vm) {
+    if (!vm.count("model")) throw UsageError("ember attribute: give --model MODEL.gguf");
+    if (!vm.count("out")) throw UsageError("ember attribute: give --out DIR");
+    if (!vm.count("target")) throw UsageError("ember attribute: give --target TEXT (the continuation the metric scores)");
+    attribution::AttributeRequest r;
+    r.prompt = read_prompt(vm);
+    if (vm["no-bos"].as<bool>()) r.add_bos = config::AddBos::No;
+    const std::string metric = vm["metric"].as<std::string>();
+    const auto kind = attribution::metric_from_name(metric);
+    if (!kind) throw UsageError(fmt::format("--metric '{}' is not one of logprob, logit-diff, prob", metric));
+    r.metric = *kind;
+    r.target = vm["target"].as<std::string>();
+    if (vm.count("contrast")) r.contrast = vm["contrast"].as<std::string>();
+    if (vm.count("corrupt")) r.corrupt = vm["corrupt"].as<std::string>();
+    const long long top = vm["verify-top"].as<long long>();
+    if (top < 0 || top > 1000000) throw UsageError("--verify-top K must be in [0, 1000000]");
+    if (top > 0 && !r.corrupt) throw UsageError("--verify-top K goes with --corrupt TEXT");
+    r.verify_top = static_cast<std::size_t>(top);
+    const std::string method = vm["method"].as<std::string>();
+    if (method != "atp" && method != "ig") throw UsageError(fmt::format("--method '{}' is not one of atp, ig", method));
+    if (method == "ig" && !r.corrupt) throw UsageError("--method ig integrates from the clean to the --corrupt run: give --corrupt TEXT");
+    r.integrated_gradients = method == "ig";
+    const long long steps = vm["steps"].as<long long>();
+    if (steps < 1 || steps > 4096) throw UsageError("--steps N must be in [1, 4096]");
+    r.ig_steps = static_cast<std::size_t>(steps);
+
+    r.output.dir = fs::absolute(vm["out"].as<std::string>()).lexically_normal();
+    r.output.overwrite = vm["overwrite"].as<bool>();
+    extract::parse_stages(vm["stages"].as<std::string>(), r.output);
+    extract::parse_layers(vm["layers"].as<std::string>(), r.output);
+    if (vm.count("select") && !vm["positions"].defaulted())
+        throw UsageError("ember attribute: --select and --positions are two spellings of one request: give one");
+    if (vm.count("select")) extract::parse_select(vm["select"].as<std::string>(), r.output);
+    else extract::parse_positions(vm["positions"].as<std::string>(), r.output);
+
+    boost::json::object record;
+    for (const char* option : {"metric", "target", "contrast", "stages", "layers", "positions", "select", "corrupt", "method"}) {
+        if (vm.count(option)) record[option] = vm[option].as<std::string>();
+    }
+    record["verify_top"] = r.verify_top;
+    if (r.integrated_gradients) record["steps"] = r.ig_steps;
+    record["add_bos"] = r.add_bos == config::AddBos::No ? "no" : "auto";
+    r.request_record = std::move(record);
+    return r;
+}
+
+}  // namespace
+
+int run_attribute(const std::vector<std::string>& args) {
+    po::options_description options("attribute options");
+    options.add(model_options()).add(prompt_options());
+    options.add_options()
+        ("target", po::value<std::string>(), "the continuation the metric scores (its bytes follow the prompt's)")
+        ("metric", po::value<std::string>()->default_value("logprob"),
+         "logprob (the target's summed log-probability), logit-diff (target minus --contrast), prob (one token)")
+        ("contrast", po::value<std::string>(), "logit-diff: the token or continuation subtracted")
+        ("out", po::value<std::string>(), "the run directory to write")
+        ("stages", po::value<std::string>()->default_value("after_layer"),
+         "comma-separated: before_layer, attention_pattern, head_outputs, after_attention, mlp_activation, after_mlp, "
+         "after_layer, before_logits")
+        ("layers", po::value<std::string>()->default_value("all"), "all, or comma-separated layer indices")
+        ("positions", po::value<std::string>()->default_value("all"), "all, last, or comma-separated prompt positions")
+        ("select", po::value<std::string>(),
+         "a selection spec: all, first, last, 3,-1, bytes:A-B, chars:A-B, substring:TEXT[#K], each [:first|:last]")
+        ("corrupt", po::value<std::string>(), "attribution patching: the corrupted prompt (same number of tokens)")
+        ("verify-top", po::value<long long>()->default_value(0), "with --corrupt: patch the K top sites for real")
+        ("method", po::value<std::string>()->default_value("atp"),
+         "with --corrupt: atp (the gradient at the clean run) or ig (integrated gradients along the path)")
+        ("steps", po::value<long long>()->default_value(16), "--method ig: steps of the path (midpoint rule)")
+        ("json", po::bool_switch(), "print a JSON summary")
+        ("overwrite", po::bool_switch(), "replace an earlier run in the output directory");
+    po::variables_map vm;
+    if (!parse_options("attribute", args, options, {}, vm)) return kExitOk;
+
+    config::ModelSection model_section;
+    if (!vm["route"].defaulted() && vm["route"].as<std::string>() != "reference")
+        throw Error(fmt::format("ember attribute: --route {} is refused: gradients are defined on the reference route "
+                                "(the one attribute runs); leave --route out or give --route reference",
+                                vm["route"].as<std::string>()));
+    apply_model_options(vm, model_section, false);
+    attribution::AttributeRequest request = request_from_options(vm);
+    request.threads = extract::effective_threads(model_section.threads);
+
+    const runtime::LoadedModel model(model_section.path, parse_arch(model_section.arch));
+    const attribution::GradientModel gradient_model(model.file, model.model->config());
+    const attribution::AttributeResult r = attribution::run_attribution(model, gradient_model, request);
+
+    if (vm["json"].as<bool>()) {
+        print_json(boost::json::object{{"dir", r.dir.string()},
+                                       {"manifest", (r.dir / extract::kManifestName).string()},
+                                       {"metric", attribution::metric_name(request.metric)},
+                                       {"value", r.metric},
+                                       {"prompt_tokens", r.prompt_tokens},
+                                       {"evaluated_tokens", r.evaluated_tokens},
+                                       {"arrays", r.arrays},
+                                       {"forward_ms", r.forward_ms},
+                                       {"backward_ms", r.backward_ms}});
+    } else {
+        fmt::print(stderr, "ember: {} = {:.6g} over {} prompt tokens ({} evaluated); {} arrays in {} (forward {:.1f} ms, "
+                           "backward {:.1f} ms)\n",
+                   attribution::metric_name(request.metric), r.metric, r.prompt_tokens, r.evaluated_tokens, r.arrays,
+                   r.dir.string(), r.forward_ms, r.backward_ms);
+    }
+    return kExitOk;
+}
+
+}  // namespace ember::app

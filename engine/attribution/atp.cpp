@@ -1,0 +1,282 @@
+#include "attribution/atp.hpp"
+
+#include <fmt/format.h>
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "common/error.hpp"
+#include "runtime/session.hpp"
+
+namespace ember::attribution {
+namespace {
+
+namespace json = boost::json;
+using hooks::Stage;
+
+// One unit of one site: its estimate and which columns of which array row it covers.
+struct Unit {
+    const SiteArray* array = nullptr;
+    std::size_t position_index = 0;  // into the selection's positions
+    std::size_t index = 0;           // head, neuron, or 0 (the whole row)
+    double estimate = 0.0;
+    std::optional<double> effect;    // measured by --verify-top
+};
+
+const char* unit_kind(Stage s) {
+    switch (s) {
+        case Stage::HeadOutputs:
+        case Stage::AttentionPattern: return "head";
+        case Stage::MlpActivation: return "neuron";
+        default: return "position";
+    }
+}
+
+std::size_t units_per_position(const SiteArray& a, const models::ModelConfig& c) {
+    if (a.stage == Stage::HeadOutputs) return c.layers[*a.layer].n_head;
+    if (a.stage == Stage::AttentionPattern) return a.rows_per_position;
+    if (a.stage == Stage::MlpActivation) return a.cols;
+    return 1;
+}
+
+// [first, first + count) of the site's tensor row a unit covers (head_outputs: the head's D values).
+std::pair<std::size_t, std::size_t> unit_columns(const Unit& u, const models::ModelConfig& c) {
+    const SiteArray& a = *u.array;
+    if (a.stage == Stage::HeadOutputs) {
+        const std::size_t D = c.layers[*a.layer].head_dim;
+        return {u.index * D, D};
+    }
+    if (a.stage == Stage::MlpActivation) return {u.index, 1};
+    return {0, a.cols};
+}
+
+// Patches one unit with the corrupted run's values on the reference route.
+class PatchUnit final : public hooks::ActiveHooks {
+public:
+    PatchUnit(Stage stage, std::optional<std::uint32_t> layer, std::size_t row, std::size_t first, const float* values,
+              std::size_t count)
+        : stage_(stage), layer_(layer.value_or(hooks::kNoLayer)), row_(row), first_(first), values_(values), count_(count) {}
+    void stage(Stage stage, const hooks::EvalInfo&, std::uint32_t layer, hooks::TensorView t) override {
+        if (stage != stage_ || layer != layer_) return;
+        std::copy_n(values_, count_, t.data + row_ * t.cols + first_);
+    }
+    bool wants(Stage stage) const override { return stage == stage_; }
+
+private:
+    Stage stage_;
+    std::uint32_t layer_;
+    std::size_t row_, first_;
+    const float* values_;
+    std::size_t count_;
+};
+
+// The metric over every run on the reference route, with `hooks` (or none).
+double route_metric(const runtime::LoadedModel& model, const std::vector<Continuation>& runs, hooks::ActiveHooks* hooks,
+                    std::size_t threads) {
+    double total = 0.0;
+    for (const Continuation& run : runs) {
+        runtime::SessionOptions o;
+        o.route = runtime::Route::Reference;
+        o.threads = threads;
+        o.max_batch = run.evaluated.ids.size();
+        o.all_logits = true;
+        o.context_length = std::max<std::size_t>(run.evaluated.ids.size(), 1);
+        runtime::Session session(*model.model, o);
+        const kernels::ConstRows logits = session.prefill(run.evaluated.ids, true, hooks);
+        std::vector<float> rows;
+        for (const MetricTerm& t : run.metric.terms)
+            rows.insert(rows.end(), logits.row(t.row), logits.row(t.row) + logits.cols);
+        total += run.sign * run.metric.evaluate(kernels::ConstRows(rows.data(), run.metric.terms.size(), logits.cols), nullptr);
+    }
+    return total;
+}
+
+// The mean gradient at site `a` along the path from the clean activation to the corrupted
+// one (every prompt row of the site), in the SiteArray's layout.
+std::vector<float> path_gradient(const GradientModel& gm, const std::vector<Continuation>& runs, const SiteArrays& arrays,
+                                 const SiteArray& a, const Tape& clean, const Tape& corrupt, std::size_t steps,
+                                 tbb::task_arena& arena) {
+    if (a.stage == Stage::AttentionPattern || a.stage == Stage::BeforeLogits)
+        throw Error(fmt::format("--method ig interpolates a site through an edit of the forward pass; {} cannot be "
+                                "edited there: choose other stages",
+                                hooks::stage_name(a.stage)));
+    const kernels::ConstRows from = site_activation(clean, a.stage, a.layer);   // [T, cols]
+    const kernels::ConstRows to = site_activation(corrupt, a.stage, a.layer);   // [P, cols]
+    std::vector<double> sum(a.gradient.size(), 0.0);
+    std::vector<float> rows;
+    for (std::size_t k = 0; k < steps; ++k) {
+        const double alpha = (static_cast<double>(k) + 0.5) / static_cast<double>(steps);
+        const SiteEdit edit = [&](Stage stage, std::uint32_t layer, kernels::Rows t) {
+            if (stage != a.stage || layer != *a.layer) return;
+            for (std::size_t row = 0; row < to.rows; ++row)
+                for (std::size_t col = 0; col < t.cols; ++col)
+                    t.row(row)[col] = static_cast<float>(from.row(row)[col] + alpha * (to.row(row)[col] - from.row(row)[col]));
+        };
+        for (const Continuation& run : runs) {
+            arena.execute([&] {
+                const Tape tape = gm.forward(run.evaluated.ids, run.metric.rows(), edit);
+                Matrix dlogits;
+                run.metric.evaluate(tape.logits.view(), &dlogits);
+                gm.backward(tape, dlogits.view(), [&](const Site& site) {
+                    if (site.stage != a.stage || site.layer != a.layer) return;
+                    arrays.select_rows(a, site.gradient, rows);
+                    for (std::size_t i = 0; i < rows.size(); ++i) sum[i] += run.sign * rows[i];
+                });
+            });
+        }
+    }
+    std::vector<float> mean(sum.size());
+    for (std::size_t i = 0; i < sum.size(); ++i) mean[i] = static_cast<float>(sum[i] / static_cast<double>(steps));
+    return mean;
+}
+
+std::vector<double> ranks(const std::vector<double>& v) {
+    std::vector<std::size_t> order(v.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return v[a] < v[b]; });
+    std::vector<double> r(v.size());
+    for (std::size_t i = 0; i < order.size();) {
+        std::size_t j = i;
+        while (j + 1 < order.size() && v[order[j + 1]] == v[order[i]]) ++j;
+        for (std::size_t k = i; k <= j; ++k) r[order[k]] = (static_cast<double>(i) + static_cast<double>(j)) / 2.0;
+        i = j + 1;
+    }
+    return r;
+}
+
+}  // namespace
+
+double spearman(const std::vector<double>& a, const std::vector<double>& b) {
+    if (a.size() != b.size() || a.size() < 2) return std::numeric_limits<double>::quiet_NaN();
+    const std::vector<double> ra = ranks(a), rb = ranks(b);
+    const double n = static_cast<double>(a.size());
+    const double mean = (n - 1) / 2.0;
+    double sab = 0, saa = 0, sbb = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        sab += (ra[i] - mean) * (rb[i] - mean);
+        saa += (ra[i] - mean) * (ra[i] - mean);
+        sbb += (rb[i] - mean) * (rb[i] - mean);
+    }
+    if (saa == 0 || sbb == 0) return std::numeric_limits<double>::quiet_NaN();
+    return sab / std::sqrt(saa * sbb);
+}
+
+extract::EncodedPrompt aligned_corrupt_prompt(const tokenizer::Tokenizer& tok, const AttributeRequest& r,
+                                              std::size_t prompt_tokens) {
+    extract::EncodedPrompt corrupt = extract::encode_prompt(tok, *r.corrupt, r.add_bos);
+    if (corrupt.ids.size() != prompt_tokens)
+        throw Error(fmt::format("--corrupt: the corrupted prompt is {} tokens and the clean prompt {}: attribution "
+                                "patching puts position p of one into position p of the other, so they must align "
+                                "(give a corrupted prompt of {} tokens)",
+                                corrupt.ids.size(), prompt_tokens, prompt_tokens));
+    return corrupt;
+}
+
+json::value write_attribution_patching(extract::RunDirectoryWriter& writer, const runtime::LoadedModel& model,
+                                       const GradientModel& gm, const AttributeRequest& r,
+                                       const std::vector<Continuation>& runs, const SiteArrays& arrays,
+                                       const Tape& clean, double clean_metric, tbb::task_arena& arena) {
+    const models::ModelConfig& c = gm.config();
+    const extract::EncodedPrompt corrupt = aligned_corrupt_prompt(model.tokenizer, r, arrays.prompt_tokens());
+    std::optional<Tape> corrupt_tape;
+    arena.execute([&] { corrupt_tape = gm.forward(corrupt.ids, {}); });
+
+    // Per site: the corrupted rows, the estimate of every unit.
+    const std::vector<std::size_t>& positions = arrays.selection().positions;
+    std::vector<std::vector<float>> corrupt_rows(arrays.arrays().size());
+    std::vector<Unit> units;
+    json::array files;
+    for (std::size_t s = 0; s < arrays.arrays().size(); ++s) {
+        const SiteArray& a = arrays.arrays()[s];
+        arrays.select_rows(a, site_activation(*corrupt_tape, a.stage, a.layer), corrupt_rows[s]);
+        const std::vector<float> gradient =
+            r.integrated_gradients ? path_gradient(gm, runs, arrays, a, clean, *corrupt_tape, r.ig_steps, arena) : a.gradient;
+        const std::size_t per = units_per_position(a, c);
+        std::vector<float> estimates(positions.size() * per);
+        for (std::size_t i = 0; i < positions.size(); ++i) {
+            for (std::size_t u = 0; u < per; ++u) {
+                Unit unit{&a, i, u, 0.0, std::nullopt};
+                // attention_pattern: unit u is array row i * H + u; the others: row i, some columns.
+                const std::size_t row = a.stage == Stage::AttentionPattern ? i * a.rows_per_position + u : i;
+                const auto [first, count] = a.stage == Stage::AttentionPattern ? std::pair<std::size_t, std::size_t>{0, a.cols}
+                                                                                 : unit_columns(unit, c);
+                double e = 0.0;
+                for (std::size_t k = first; k < first + count; ++k) {
+                    const std::size_t at = row * a.cols + k;
+                    e += (static_cast<double>(corrupt_rows[s][at]) - a.activation[at]) * gradient[at];
+                }
+                unit.estimate = e;
+                estimates[i * per + u] = static_cast<float>(e);
+                units.push_back(unit);
+            }
+        }
+        const extract::FileRecord f = writer.write_npy_f32(a.file_stem() + ".atp.npy", estimates.data(), {positions.size(), per});
+        files.push_back({{"file", f.name},
+                         {"kind", "atp_estimate"},
+                         {"stage", hooks::stage_name(a.stage)},
+                         {"layer", a.layer ? json::value(*a.layer) : json::value(nullptr)},
+                         {"shape", {positions.size(), per}},
+                         {"rows", "prompt positions, in the order of 'positions'"},
+                         {"columns", fmt::format("one per {}", unit_kind(a.stage))}});
+    }
+    std::stable_sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return std::abs(a.estimate) > std::abs(b.estimate); });
+
+    // --verify-top K: the K top units a hook can write (attention_pattern is a read-only copy).
+    std::vector<double> verified_estimates, verified_effects;
+    double route_clean = std::numeric_limits<double>::quiet_NaN();
+    if (r.verify_top > 0) {
+        route_clean = route_metric(model, runs, nullptr, r.threads);
+        std::size_t done = 0;
+        for (Unit& u : units) {
+            if (done == r.verify_top) break;
+            if (u.array->stage == Stage::AttentionPattern) continue;
+            const std::size_t s = static_cast<std::size_t>(u.array - arrays.arrays().data());
+            const auto [first, count] = unit_columns(u, c);
+            PatchUnit patch(u.array->stage, u.array->layer, positions[u.position_index], first,
+                            corrupt_rows[s].data() + u.position_index * u.array->cols + first, count);
+            u.effect = route_metric(model, runs, &patch, r.threads) - route_clean;
+            verified_estimates.push_back(u.estimate);
+            verified_effects.push_back(*u.effect);
+            ++done;
+        }
+    }
+
+    std::string lines;
+    for (std::size_t rank = 0; rank < units.size(); ++rank) {
+        const Unit& u = units[rank];
+        const std::size_t position = positions[u.position_index];
+        json::object line{{"rank", rank + 1},
+                          {"stage", hooks::stage_name(u.array->stage)},
+                          {"layer", u.array->layer ? json::value(*u.array->layer) : json::value(nullptr)},
+                          {"position", position},
+                          {"unit", unit_kind(u.array->stage)},
+                          {"index", u.index},
+                          {"estimate", u.estimate}};
+        if (u.effect) line["effect"] = *u.effect;
+        lines += json::serialize(line) + "\n";
+    }
+    const extract::FileRecord table = writer.write_text("attribution.jsonl", lines);
+    const double rho = spearman(verified_estimates, verified_effects);
+    return json::object{
+        {"method", r.integrated_gradients ? "ig" : "atp"},
+        {"ig_steps", r.integrated_gradients ? json::value(r.ig_steps) : json::value(nullptr)},
+        {"corrupt_prompt", *r.corrupt},
+        {"corrupt_token_ids", json::value_from(corrupt.ids)},
+        {"estimate", r.integrated_gradients ? "(a_corrupt - a_clean) . mean over the path's midpoints of dM/da, the whole "
+                                              "site interpolated, summed over the unit's columns"
+                                            : "(a_corrupt - a_clean) . dM/da, summed over the unit's columns"},
+        {"table", table.name},
+        {"units", units.size()},
+        {"arrays", std::move(files)},
+        {"verified", verified_effects.size()},
+        {"clean_metric", clean_metric},
+        {"route_clean_metric", std::isnan(route_clean) ? json::value(nullptr) : json::value(route_clean)},
+        {"spearman_verified", std::isnan(rho) ? json::value(nullptr) : json::value(rho)},
+    };
+}
+
+}  // namespace ember::attribution

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The cost of one `ember attribute` (docs/attribution.md): on the Llama-3.2-1B-shaped Q8_0
+# model of scripts/bench.sh (random weights, written once with `ember synth`), a prompt of
+# 128 tokens, after_layer gradients of every layer at every position. Prints the gradient
+# forward's and the backward's times, their ratio, and the peak RSS next to the model
+# file's size.
+#   scripts/bench-attribute.sh            (EMBER_BENCH_THREADS, EMBER_BUILD_DIR, EMBER_BENCH_MODELS)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
+tokens=${EMBER_BENCH_TOKENS:-128}
+
+bench_build_ember
+model=$(bench_model q8_0)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+# A prompt of exactly $tokens tokens: words added until the tokenizer says so.
+prompt=$(python3 - "$ember" "$model" "$tokens" <<'PY'
+import json, subprocess, sys
+ember, model, want = sys.argv[1], sys.argv[2], int(sys.argv[3])
+words = ("the quick brown fox jumps over the lazy dog while a student writes the lesson in the library "
+         "and the teacher reads a long story about the sea").split()
+text = "Once"
+i = 0
+while True:
+    candidate = text + " " + words[i % len(words)]
+    n = len(json.loads(subprocess.run([ember, "tokenize", "--model", model, "--prompt", candidate, "--json"],
+                                      capture_output=True, text=True, check=True).stdout)["tokens"])
+    if n > want:
+        break
+    text, i = candidate, i + 1
+print(text)
+PY
+)
+
+/usr/bin/time -v "$ember" attribute --model "$model" --prompt "$prompt" --target " and" --stages after_layer \
+    --layers all --positions all --threads "$threads" --out "$out/run" --json >"$out/summary.json" 2>"$out/time.txt"
+python3 - "$out/summary.json" "$out/time.txt" "$model" <<'PY'
+import json, os, re, sys
+s = json.load(open(sys.argv[1]))
+rss_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", open(sys.argv[2]).read()).group(1))
+model_mb = os.path.getsize(sys.argv[3]) / 2**20
+print(f"prompt tokens {s['prompt_tokens']} (evaluated {s['evaluated_tokens']}), arrays {s['arrays']}")
+print(f"forward {s['forward_ms']:.0f} ms, backward {s['backward_ms']:.0f} ms, "
+      f"backward/forward {s['backward_ms'] / s['forward_ms']:.2f}")
+print(f"peak RSS {rss_kb / 1024:.0f} MB (model file {model_mb:.0f} MB, budget model + 2048 MB)")
+PY

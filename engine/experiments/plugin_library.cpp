@@ -42,6 +42,8 @@ constexpr std::size_t kFieldEnds[] = {
     offsetof(ember_plugin_descriptor, flags) + sizeof(ember_plugin_descriptor::flags),
     offsetof(ember_plugin_descriptor, reserved1) + sizeof(ember_plugin_descriptor::reserved1),
     offsetof(ember_plugin_descriptor, subscribed_stages) + sizeof(ember_plugin_descriptor::subscribed_stages),
+    offsetof(ember_plugin_descriptor, residual_mid) + sizeof(ember_plugin_descriptor::residual_mid),
+    offsetof(ember_plugin_descriptor, sae_features) + sizeof(ember_plugin_descriptor::sae_features),
 };
 static_assert(kFieldEnds[std::size(kFieldEnds) - 1] == sizeof(ember_plugin_descriptor),
               "kFieldEnds lists every field of ember_plugin_descriptor");

@@ -213,7 +213,7 @@ private:
 };
 
 // ember extract --dataset FILE --out DIR ...: the run config config_from_options builds
-// (app/cmd_extract.cpp), run by the CLI's own execute_dataset_run.
+// (app/cmd_extract.cpp), run by the CLI's own dataset run in this process (app/dataset_job's run_dataset_in_this_process).
 py::dict extract_dataset(ModelHandle& handle, const std::string& dataset, const std::string& out, const std::string& stages,
                          const std::string& layers, const std::optional<std::string>& select, const std::string& logits,
                          std::uint32_t logit_lens, std::uint32_t batch_tokens, const std::string& on_empty,
@@ -249,7 +249,7 @@ py::dict extract_dataset(ModelHandle& handle, const std::string& dataset, const 
     {
         const KeepSignalHandlers keep;
         py::gil_scoped_release released;
-        r = app::execute_dataset_run(handle.model(), c, options);
+        r = app::run_dataset_in_this_process(handle.model(), c, options);  // experiments in process, as hooks are
     }
     py::dict d;
     d["dir"] = r.dir;

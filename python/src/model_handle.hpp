@@ -5,7 +5,7 @@
 //              prefill with an Extractor), with Python hooks and .so experiments chained
 //              before the extractor as `ember run` chains its experiments;
 //   generate() ember generate's loop (runtime::generate with the same sampling options);
-//   extract_dataset() ember extract --dataset (app/dataset_job's execute_dataset_run).
+//   extract_dataset() ember extract --dataset (app/dataset_job's run_dataset_in_this_process).
 // Nothing here knows Python but the hooks' type: the bindings (bindings.cpp) convert.
 #pragma once
 

@@ -102,6 +102,7 @@ void GradientModel::layer_backward(std::uint32_t il, const Tape& tape, Matrix& d
     Matrix dh = matmul_back(dgate, w.mlp.gate);
     add_to(dh, matmul_back(dup, w.mlp.up));
     add_to(dx, rms_back(lt.x_mid, w.mlp.norm, eps, dh));  // dx is now dM/d x_mid
+    emit(sink, Stage::ResidualMid, il, lt.x_mid, dx);
 
     // ---- attention block: x_mid = x_in + post_norm(output(attention(q, k, v))) ----
     emit(sink, Stage::AfterAttention, il, lt.attn_out, dx);

@@ -145,6 +145,7 @@ void GradientModel::attention_forward(std::uint32_t il, Tape& tape, const SiteEd
     lt.attn_out = w.post_norm.empty() ? lt.attn_proj : rms_norm(lt.attn_proj, w.post_norm, eps);
     edit_site(edit, Stage::AfterAttention, il, lt.attn_out);
     lt.x_mid = add(lt.x_in, lt.attn_out);
+    edit_site(edit, Stage::ResidualMid, il, lt.x_mid);
 }
 
 // models/feed_forward.cpp feed_forward_activation, ffn_down, Gemma 4's post-norm.

@@ -23,6 +23,7 @@ kernels::ConstRows site_activation(const Tape& tape, Stage stage, std::optional<
         case Stage::AttentionPattern: return lt.pattern.view();
         case Stage::HeadOutputs: return lt.heads.view();
         case Stage::AfterAttention: return lt.attn_out.view();
+        case Stage::ResidualMid: return lt.x_mid.view();
         case Stage::MlpActivation: return lt.act.view();
         case Stage::AfterMlp: return lt.mlp_out.view();
         case Stage::AfterLayer: return lt.x_out.view();

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <boost/json/parse.hpp>
 
 #include <fstream>
@@ -69,7 +71,15 @@ InputFile input_file(const std::string& role, const fs::path& path) {
     InputFile f;
     f.role = role;
     f.path = absolute_normal(path);
+    // Refused as read_input_file refuses it (the same words, whichever comes first): an
+    // input is a regular file, never /dev/zero, a FIFO or a directory.
+    std::string what = role;
+    std::replace(what.begin(), what.end(), '_', ' ');
     std::error_code ec;
+    const fs::file_status status = fs::status(f.path, ec);
+    if (!ec && fs::is_directory(status)) throw Error(fmt::format("{}: is a directory, not a {}", f.path.string(), what));
+    if (!ec && !fs::is_regular_file(status))
+        throw Error(fmt::format("{}: not a regular file (a {} must be one)", f.path.string(), what));
     f.bytes = fs::file_size(f.path, ec);
     if (ec) throw Error(fmt::format("{}: cannot read the {} ({})", f.path.string(), role, ec.message()));
     FileDigest digest = cached_file_digest(f.path);

@@ -198,6 +198,12 @@ RunDirectoryWriter::RunDirectoryWriter(fs::path dir, RunDirectoryOptions options
         if (auto reason = options.not_needed(dir_)) throw RunNotNeeded(*reason);
     }
     if (options.resumable && options.resumable(dir_)) return;
+    // An interrupted run's record and nothing else (Ctrl-C before any result): the run
+    // was stopped by its user, it has nothing to lose, and the new run takes its place.
+    if (found == std::vector<std::string>{"run.json"} && json_string_member(dir_ / "run.json", "outcome") == "interrupted") {
+        fs::remove(dir_ / "run.json", ec);
+        return;
+    }
     replaced_run_id_ = recorded_run_id(dir_);
     if (!options.overwrite) {
         const std::string what = replaced_run_id_.empty()

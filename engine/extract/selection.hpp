@@ -21,8 +21,16 @@
 
 namespace ember::extract {
 
-// Every tensor stage can be extracted (ember/stages.h), in firing order.
-inline constexpr const auto& kStages = hooks::kTensorStages;
+// The stages an extraction can take, in firing order: every tensor stage the model fires
+// (ember/stages.h), which is all of them but sae_features (an SAE's, fired by the splice,
+// its width the SAE's: docs/features.md).
+inline constexpr auto kStages = [] {
+    std::array<hooks::Stage, hooks::kTensorStageCount - 1> out{};
+    std::size_t n = 0;
+    for (hooks::Stage s : hooks::kTensorStages)
+        if (s != hooks::Stage::SaeFeatures) out[n++] = s;
+    return out;
+}();
 using hooks::is_layer_stage;
 
 struct Selection {

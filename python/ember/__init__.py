@@ -27,7 +27,8 @@ except ImportError as _e:  # a laptop with results only: reading runs still work
 
 
 def stages() -> list:
-    """Every tensor stage: name, layer_stage, read_only, shape, meaning (the stage table)."""
+    """Every tensor stage: name, layer_stage, read_only, extractable (run_with_cache and extract
+    take it: all but sae_features), shape, meaning (the stage table)."""
     from ._ember import tensor_stages
 
     return tensor_stages()

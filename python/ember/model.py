@@ -264,7 +264,7 @@ class Model:
     # -- helpers ------------------------------------------------------------------------
     def _stage_list(self, stages) -> str:
         if isinstance(stages, str) and stages == "all":
-            return ",".join(s["name"] for s in _ember.tensor_stages())
+            return ",".join(s["name"] for s in _ember.tensor_stages() if s["extractable"])
         return _join(stages, "stages")
 
     def _hook_list(self, hooks: dict) -> list:

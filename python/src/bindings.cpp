@@ -294,6 +294,7 @@ py::list tensor_stages() {
         d["name"] = std::string(info.name);
         d["layer_stage"] = hooks::is_layer_stage(s);
         d["read_only"] = info.access == EMBER_ACCESS_READ_ONLY;
+        d["extractable"] = std::find(extract::kStages.begin(), extract::kStages.end(), s) != extract::kStages.end();
         d["shape"] = std::string(info.shape_text);
         d["meaning"] = std::string(info.meaning);
         out.append(d);

@@ -110,6 +110,23 @@ FileDigest cached_file_digest(const fs::path& path) {
 
 std::string cached_sha256_file_hex(const fs::path& path) { return cached_file_digest(path).sha256; }
 
+std::optional<std::string> cached_digest(const FileState& state) {
+    const std::optional<fs::path> cache = digest_cache_path();
+    if (!cache) return std::nullopt;
+    const CacheEntries entries = read_cache(*cache);
+    const auto it = entries.digests.find(state.key());
+    if (it == entries.digests.end()) return std::nullopt;
+    return it->second;
+}
+
+void record_digest(const FileState& state, const std::string& sha256) {
+    const std::optional<fs::path> cache = digest_cache_path();
+    if (!cache) return;
+    const std::size_t lines = read_cache(*cache).lines;
+    append_line(*cache, fmt::format("v1 {} {}\n", state.key(), sha256));
+    if (lines + 1 > kCompactAfterLines) compact(*cache);
+}
+
 bool check_passed_before(const FileState& state, std::string_view check) {
     const std::optional<fs::path> cache = digest_cache_path();
     if (!cache) return false;

@@ -35,6 +35,11 @@ struct FileDigest {
 };
 FileDigest cached_file_digest(const std::filesystem::path& path);
 
+// The digest the cache holds for a file in `state`, and the record of one computed
+// elsewhere (the model loader hashes its mapping while it checks the scales in it).
+std::optional<std::string> cached_digest(const FileState& state);
+void record_digest(const FileState& state, const std::string& sha256);
+
 // Whether a file in `state` passed `check` (one word: "scales-finite-v1") before, and the
 // record that it did. A disabled or unreadable cache remembers nothing.
 bool check_passed_before(const FileState& state, std::string_view check);

@@ -8,10 +8,23 @@
 // (common/digest_cache.hpp), so loading it again skips the pass.
 #pragma once
 
+#include <string>
+
 #include "gguf/gguf_file.hpp"
 
 namespace ember::models {
 
 void check_block_scales(const gguf::File& file);
+
+// The SHA-256 (hex) of a mapped model file, with the same check done in the same pass:
+// each slab of blocks is checked right after it is hashed, while it is in cache, so a
+// file's first load pays for one read of its bytes, not two. Both results go to the
+// digest cache. ember::Error when a scale is non-finite, or when the file changed while
+// it was read ("load it again").
+std::string hash_and_check_block_scales(const gguf::File& file);
+
+// The same pass without the digest cache (scripts/bench-load.sh sets it against hashing
+// the mapping alone: what the check adds to a file's first load).
+std::string hash_and_check_block_scales_uncached(const gguf::File& file);
 
 }  // namespace ember::models

@@ -103,7 +103,11 @@ protected:
 
 // Reads the config (load_model_config) and the family's weights, validating both.
 // `file` must outlive the model (weights are views into its mapping).
-std::unique_ptr<Model> load_model(const gguf::File& file, std::optional<Family> expected = std::nullopt);
+// `scales` says who runs the block-scale check (block_scales.hpp): load_model, or its
+// caller (runtime::LoadedModel does it while it hashes the file, before anything runs).
+enum class ScaleCheck { here, by_caller };
+std::unique_ptr<Model> load_model(const gguf::File& file, std::optional<Family> expected = std::nullopt,
+                                  ScaleCheck scales = ScaleCheck::here);
 
 // Parameters the families pass to the kernels, derived from a layer's config.
 kernels::RopeParams rope_params(const ModelConfig& config, const LayerConfig& layer, std::span<const float> freq_factors);

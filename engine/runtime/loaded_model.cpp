@@ -1,9 +1,6 @@
 #include "runtime/loaded_model.hpp"
 
-#include <fmt/format.h>
-
-#include "common/digest_cache.hpp"
-#include "common/error.hpp"
+#include "models/block_scales.hpp"
 
 namespace ember::runtime {
 
@@ -12,14 +9,10 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// The SHA-256 of the bytes the mapping holds: the digest of the file in the state it was
-// mapped in, so a file written between mapping and hashing is an error, not a digest of
-// other bytes.
-std::string mapped_sha256(const gguf::File& file, const fs::path& path) {
-    const FileDigest digest = cached_file_digest(path);
-    if (digest.state != file.mapping()->state())
-        throw Error(fmt::format("{}: the model file changed while it was loaded; load it again", path.string()));
-    return digest.sha256;
+std::string checked_sha256(const gguf::File& file, std::optional<std::string> known_sha256) {
+    if (!known_sha256) return models::hash_and_check_block_scales(file);
+    models::check_block_scales(file);
+    return std::move(*known_sha256);
 }
 
 }  // namespace
@@ -34,9 +27,9 @@ LoadedModel::LoadedModel(const fs::path& model_path, std::optional<models::Famil
                          std::optional<std::string> known_sha256)
     : path(fs::absolute(model_path).lexically_normal()),
       file(gguf::File::open(path)),
-      model(models::load_model(file, expected)),
+      model(models::load_model(file, expected, models::ScaleCheck::by_caller)),
+      sha256(checked_sha256(file, std::move(known_sha256))),
       tokenizer(tokenizer::Tokenizer::from_gguf(file)),
-      sha256(known_sha256 ? std::move(*known_sha256) : mapped_sha256(file, path)),
       load_ms(std::chrono::duration<double, std::milli>(Clock::now() - start).count()) {}
 
 }  // namespace ember::runtime

@@ -20,7 +20,8 @@ struct LoadedModel {
     // Throws ember::Error naming the file on anything malformed; `expected` is --arch.
     LoadedModel(const std::filesystem::path& path, std::optional<models::Family> expected);
     // The same with the file's SHA-256 already known (a supervised worker: the supervisor
-    // hashed the file it maps again), so the file is not read a second time.
+    // hashed the file it maps again), so the file is not hashed a second time; its block
+    // scales are checked (a pass the digest cache skips when the supervisor's check passed).
     LoadedModel(const std::filesystem::path& path, std::optional<models::Family> expected, std::string known_sha256);
     LoadedModel(const LoadedModel&) = delete;
     LoadedModel& operator=(const LoadedModel&) = delete;
@@ -28,9 +29,9 @@ struct LoadedModel {
     std::filesystem::path path;  // absolute
     gguf::File file;             // the weights are views into its mapping
     std::unique_ptr<models::Model> model;
+    std::string sha256;  // of the mapped bytes, hashed while their block scales were checked
     tokenizer::Tokenizer tokenizer;
-    std::string sha256;
-    double load_ms = 0;  // map, validate, load weights and tokenizer, hash
+    double load_ms = 0;  // map, validate, hash and check, load weights and tokenizer
 
 private:
     LoadedModel(const std::filesystem::path& path, std::optional<models::Family> expected,

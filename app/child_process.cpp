@@ -5,18 +5,100 @@
 #include <signal.h>
 #include <fmt/format.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
 
 #include "common/error.hpp"
 
 extern char** environ;
 
 namespace ember::app {
+namespace {
+
+// The children spawn_self started and not yet reaped. This process is a subreaper (see
+// spawn_self), so a process a plugin started that left its worker's process group (with
+// setsid or setpgid) and outlived the worker becomes this process's child; end_orphans
+// tells those apart from the workers of other runs of the same sweep by this list. The
+// list is process-wide because being a subreaper is: the kernel's state, mirrored. Its
+// mutex is held across a spawn, so a scan never sees a new worker before it is listed.
+struct SpawnedChildren {
+    std::mutex mutex;
+    std::set<pid_t> live;
+};
+
+SpawnedChildren& spawned_children() {
+    static SpawnedChildren children;
+    return children;
+}
+
+void forget_child(pid_t pid) {
+    SpawnedChildren& children = spawned_children();
+    const std::lock_guard lock(children.mutex);
+    children.live.erase(pid);
+}
+
+// The parent pid in /proc/PID/stat ("PID (COMM) STATE PPID ..."; COMM may hold spaces and
+// parentheses, so the fields are counted from the last ')'), or -1.
+pid_t parent_of(pid_t pid) {
+    std::ifstream in(fmt::format("/proc/{}/stat", pid));
+    std::string stat;
+    std::getline(in, stat);
+    const std::size_t close = stat.rfind(')');
+    if (close == std::string::npos || close + 4 >= stat.size()) return -1;
+    const std::size_t begin = stat.find(' ', close + 3);  // after ") S"
+    if (begin == std::string::npos) return -1;
+    pid_t ppid = -1;
+    std::from_chars(stat.data() + begin + 1, stat.data() + stat.size(), ppid);
+    return ppid;
+}
+
+// This process's children that spawn_self did not start: orphans that came here.
+std::vector<pid_t> orphan_children() {
+    std::vector<pid_t> out;
+    const pid_t self = ::getpid();
+    SpawnedChildren& children = spawned_children();
+    const std::lock_guard lock(children.mutex);
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+        const std::string name = entry.path().filename().string();
+        pid_t pid = 0;
+        const auto [end, error] = std::from_chars(name.data(), name.data() + name.size(), pid);
+        if (error != std::errc() || end != name.data() + name.size()) continue;
+        if (parent_of(pid) == self && !children.live.contains(pid)) out.push_back(pid);
+    }
+    return out;
+}
+
+constexpr int kOrphanRounds = 64;
+
+// Kills and reaps every orphan that came to this process, and the orphans those leave in
+// turn (each round's children become the next round's), a bounded number of rounds.
+void end_orphans() {
+    for (int round = 0; round < kOrphanRounds; ++round) {
+        const std::vector<pid_t> orphans = orphan_children();
+        if (orphans.empty()) return;
+        for (const pid_t pid : orphans) {
+            ::kill(-pid, SIGKILL);  // the group it may lead (setsid, setpgid), then itself
+            ::kill(pid, SIGKILL);
+        }
+        for (const pid_t pid : orphans) {
+            while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+            }
+        }
+    }
+}
+
+}  // namespace
 
 pid_t spawn_self(const std::vector<std::string>& args, const std::vector<ChildFd>& fds, std::optional<int> stdout_fd) {
     // Copies above every target first, so that no dup2 of the file actions overwrites a
@@ -50,7 +132,14 @@ pid_t spawn_self(const std::vector<std::string>& args, const std::vector<ChildFd
     if (error == 0) error = posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
     if (error == 0) error = posix_spawnattr_setpgroup(&attributes, 0);  // a group of its own, led by the child
     pid_t pid = -1;
-    if (error == 0) error = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, argv.data(), environ);
+    // Orphaned descendants of the child come to this process, not to init (end_orphans).
+    static const bool subreaper [[maybe_unused]] = ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
+    {
+        SpawnedChildren& children = spawned_children();
+        const std::lock_guard lock(children.mutex);
+        if (error == 0) error = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, argv.data(), environ);
+        if (error == 0) children.live.insert(pid);
+    }
     posix_spawnattr_destroy(&attributes);
     posix_spawn_file_actions_destroy(&actions);
     close_copies();
@@ -113,10 +202,16 @@ int ProcessGroup::finish() {
     }
     signal(SIGKILL);  // what it forked and left behind
     status_ = wait_for(pid_);
+    forget_child(pid_);
     // SIGKILL is delivered, not yet acted on: wait (a bounded time) until the group is
     // gone, so that no process of it still holds a descriptor (a directory's lock) once
-    // this returns. Its processes are others' children now (init's): they are reaped there.
-    for (int waited_ms = 0; ::kill(-pid_, 0) == 0 && waited_ms < kGroupExitWaitMs; ++waited_ms) ::usleep(1000);
+    // this returns. Its processes are this process's children now (a subreaper's), so
+    // they are reaped here, with the orphans that left the group.
+    for (int waited_ms = 0; waited_ms < kGroupExitWaitMs; ++waited_ms) {
+        end_orphans();
+        if (::kill(-pid_, 0) != 0) break;
+        ::usleep(1000);
+    }
     return *status_;
 }
 

@@ -42,8 +42,11 @@ int wait_for(pid_t pid);
 
 // A child spawn_self started, the leader of its process group. The group ends with the
 // child: finish() (and the destructor, for a caller leaving early) kills whatever is left
-// of the group once the leader ended, so a process a plugin forked (that stayed in the
-// group) never outlives its run, writes into its sealed directory or holds its lock.
+// of the group once the leader ended, so a process a plugin forked never outlives its
+// run, writes into its sealed directory or holds its lock. One that left the group
+// (setsid, setpgid, a daemon's double fork) is found too: spawn_self makes this process
+// a subreaper, so such a process becomes its child when the worker ends, and finish()
+// kills and reaps every child of this process that spawn_self did not start.
 class ProcessGroup {
 public:
     explicit ProcessGroup(pid_t leader) : pid_(leader) {}

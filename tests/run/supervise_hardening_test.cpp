@@ -210,22 +210,28 @@ TEST_CASE("forged control messages are not believed: the run is crashed with the
 }
 
 TEST_CASE("a child a plugin forks does not outlive the run: no lock held, nothing written into the sealed directory") {
-    TempDir dir;
-    const fs::path orphan = dir.path() / "out" / "orphan.txt";
-    const EmberRun run = ember_run(
-        dir, run_config(stories(), "Once upon a time", 2) +
-                 experiment(test_plugin("saboteur"), fmt::format("act = \"fork_orphan\"\nstage = \"create\"\norphan_ms = 1500\n"
-                                                                "orphan_path = {}",
-                                                                toml_literal(orphan.string()))));
-    REQUIRE_MESSAGE(run.exit_code == 0, run.err);
-    // The child inherited the worker's descriptor of the directory's lock.
-    const int fd = ::open(run.output_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    REQUIRE(fd >= 0);
-    CHECK_MESSAGE(::flock(fd, LOCK_EX | LOCK_NB) == 0, "the directory's lock is still held after the run");
-    ::close(fd);
-    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
-    CHECK(!fs::exists(orphan));
-    CHECK(ember(fmt::format("verify {}", shell_quote(run.output_dir.string()))).exit_code == 0);
+    // Containment rung. In the worker's process group, out of it (a session or a group of
+    // its own: the group kill misses it; this process is a subreaper and ends it), and a
+    // daemon's double fork (the grandchild's parent is gone before the run ends).
+    for (const std::string act : {"fork_orphan", "fork_orphan_setsid", "fork_orphan_setpgid", "fork_orphan_daemon"}) {
+        CAPTURE(act);
+        TempDir dir;
+        const fs::path orphan = dir.path() / "out" / "orphan.txt";
+        const EmberRun run = ember_run(
+            dir, run_config(stories(), "Once upon a time", 2) +
+                     experiment(test_plugin("saboteur"),
+                                fmt::format("act = \"{}\"\nstage = \"create\"\norphan_ms = 1500\norphan_path = {}", act,
+                                            toml_literal(orphan.string()))));
+        REQUIRE_MESSAGE(run.exit_code == 0, run.err);
+        // The child inherited the worker's descriptor of the directory's lock.
+        const int fd = ::open(run.output_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        REQUIRE(fd >= 0);
+        CHECK_MESSAGE(::flock(fd, LOCK_EX | LOCK_NB) == 0, "the directory's lock is still held after the run");
+        ::close(fd);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+        CHECK(!fs::exists(orphan));
+        CHECK(ember(fmt::format("verify {}", shell_quote(run.output_dir.string()))).exit_code == 0);
+    }
 }
 
 namespace {

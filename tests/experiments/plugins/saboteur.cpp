@@ -14,6 +14,10 @@
 //         (fd 5), in the old line form and as a frame without the nonce, then segfaults
 //   act = "garbage": writes bytes that are no frame to the control pipe, then goes on
 //   act = "fork_orphan": forks a child that sleeps orphan_ms, then writes orphan_path
+//   act = "fork_orphan_setsid" / "fork_orphan_setpgid": the same child, which first leaves
+//         the worker's process group (a session or a group of its own)
+//   act = "fork_orphan_daemon": a daemon's double fork: the child calls setsid, forks the
+//         grandchild that sleeps and writes, and exits
 //   act = "ignore_signals": ignores SIGINT and SIGTERM, writes its pid to pid_file, loops
 //   calls = N: act at the N-th matching call only (1-based; default: every one)
 //   trigger = PATH: act only while that file exists
@@ -118,8 +122,11 @@ private:
             *nowhere = 1;
         } else if (act_ == "garbage") {
             write_control("t notanumber\n\xff\xff\xff\x7f");
-        } else if (act_ == "fork_orphan") {
+        } else if (act_.starts_with("fork_orphan")) {
             if (::fork() == 0) {
+                if (act_ == "fork_orphan_setsid" || act_ == "fork_orphan_daemon") ::setsid();
+                if (act_ == "fork_orphan_setpgid") ::setpgid(0, 0);
+                if (act_ == "fork_orphan_daemon" && ::fork() != 0) ::_exit(0);
                 ::usleep(static_cast<useconds_t>(orphan_ms_) * 1000);
                 std::ofstream(orphan_path_) << "written by a child the plugin forked\n";
                 ::_exit(0);

@@ -26,12 +26,12 @@ public:
     bool on_document_begin(json::error_code&) { return true; }
     bool on_document_end(json::error_code&) { return true; }
     bool on_array_begin(json::error_code&) {
-        open_.push_back({json::array(), std::nullopt});
+        open_.push_back({json::array(), std::nullopt, {}});
         return true;
     }
     bool on_array_end(std::size_t, json::error_code& ec) { return close(ec); }
     bool on_object_begin(json::error_code&) {
-        open_.push_back({json::object(), std::nullopt});
+        open_.push_back({json::object(), std::nullopt, {}});
         return true;
     }
     bool on_object_end(std::size_t, json::error_code& ec) { return close(ec); }
@@ -70,7 +70,7 @@ public:
     bool on_double(double d, json::string_view s, json::error_code& ec) {
         text_.append(s.data(), s.size());
         // An integer literal Boost could only hold as a double: its digits, exactly.
-        if (text_.find_first_of(".eE") == std::string::npos) return number(json::value(json::string(text_)), ec);
+        if (text_.find_first_of(".eE") == std::string::npos) return big_integer(json::value(json::string(text_)), ec);
         return number(json::value(d), ec);
     }
     bool on_bool(bool b, json::error_code& ec) { return add(json::value(b), ec); }
@@ -85,8 +85,21 @@ private:
     struct Open {
         json::value value;               // the array or object being filled
         std::optional<std::string> key;  // an object's key waiting for its value
+        json::object big_integers;       // an object's "<key>_bigint" markers / an array's indices
     };
 
+    // An integer beyond 64 bits: its digits as a string, marked as the writer marks a
+    // non-finite number, so a reader tells it from a string of digits: "<key>_bigint" is
+    // true, or for array elements maps the element's index ("3", "3.1" nested) to true.
+    bool big_integer(json::value digits, json::error_code& ec) {
+        text_.clear();
+        if (!open_.empty()) {
+            Open& top = open_.back();
+            if (top.value.is_array()) top.big_integers[std::to_string(top.value.as_array().size())] = true;
+            else top.big_integers[*top.key + "_bigint"] = true;
+        }
+        return add(std::move(digits), ec);
+    }
     bool number(json::value v, json::error_code& ec) {
         text_.clear();
         return add(std::move(v), ec);
@@ -103,9 +116,22 @@ private:
         return true;
     }
     bool close(json::error_code& ec) {
-        json::value done = std::move(open_.back().value);
+        Open done = std::move(open_.back());
         open_.pop_back();
-        return add(std::move(done), ec);
+        if (done.value.is_object()) {
+            // A marker never replaces a member the text has.
+            for (auto& [name, marker] : done.big_integers)
+                if (!done.value.as_object().contains(name)) done.value.as_object().emplace(name, std::move(marker));
+        } else if (!done.big_integers.empty() && !open_.empty()) {
+            Open& parent = open_.back();
+            if (parent.value.is_array()) {  // nested: the indices gain this array's own
+                const std::string at = std::to_string(parent.value.as_array().size());
+                for (auto& [index, marker] : done.big_integers) parent.big_integers[at + "." + std::string(index)] = marker;
+            } else {
+                parent.big_integers[*parent.key + "_bigint"] = std::move(done.big_integers);
+            }
+        }
+        return add(std::move(done.value), ec);
     }
 
     std::vector<Open> open_;

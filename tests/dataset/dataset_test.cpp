@@ -232,7 +232,9 @@ TEST_CASE("samples.jsonl keeps metadata strict: non-finite numbers as null with 
     // integer beyond 64 bits as a rounded double. TempDir's strict check reads every file.
     TempDir dir;
     write_all(dir.path() / "d.input.jsonl", "{\"text\": \"Once upon\", \"big\": 123456789012345678901234, \"inf\": 1e999, "
-                                      "\"ninf\": -1e999, \"u64\": 18446744073709551615, \"list\": [1e999, 2]}\n");
+                                      "\"ninf\": -1e999, \"u64\": 18446744073709551615, \"list\": [1e999, 2], "
+                                      "\"bigs\": [1, 123456789012345678901234, [2, -98765432109876543210987]], "
+                                      "\"own_bigint\": \"kept\", \"own\": 123456789012345678901234}\n");
     const CommandResult r = ember(extract_dataset("stories260K", dir.path() / "d.input.jsonl", dir.path() / "out",
                                                   "--threads 1 --layers 0 --select last"));
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
@@ -242,6 +244,12 @@ TEST_CASE("samples.jsonl keeps metadata strict: non-finite numbers as null with 
     REQUIRE(samples.size() == 1);
     const json::object& m = samples[0].at("metadata").as_object();
     CHECK(m.at("big") == "123456789012345678901234");
+    CHECK(m.at("big_bigint") == true);  // the marker tells it from a string of digits
+    CHECK(m.at("bigs").as_array()[1] == "123456789012345678901234");
+    CHECK(m.at("bigs").as_array()[2].as_array()[1] == "-98765432109876543210987");
+    CHECK(m.at("bigs_bigint") == json::parse(R"({"1": true, "2.1": true})"));
+    CHECK(m.at("own_bigint") == "kept");  // a member of the line is never replaced by a marker
+    CHECK(!m.contains("u64_bigint"));
     CHECK(m.at("inf").is_null());
     CHECK(m.at("inf_nonfinite") == "inf");
     CHECK(m.at("ninf_nonfinite") == "-inf");

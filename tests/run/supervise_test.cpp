@@ -155,7 +155,7 @@ TEST_CASE("a write 100,000 floats past the tensor, a crashing static constructor
     check_case({"an overrun", stories(hostile("act = \"overrun\"\nstage = \"after_mlp\"\nlayer = 0")), "crashed",
                 R"((experiment 'hostile' crashed \(SIG[A-Z]+\) in [a-z_]+ \(phase=(prefill|decode)(, layer=[0-9]+)?\))|)"
                 R"((the run's worker crashed \(SIG[A-Z]+\) outside experiment code; .*))",
-                true});
+                true, ""});
     check_case({"a static constructor that segfaults", stories(experiment(plugins().ctor_crash)), "crashed",
                 "plugin 'libctor-crash.so' crashed (SIGSEGV) while loading", false, "load"});
 

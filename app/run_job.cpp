@@ -326,6 +326,7 @@ private:
         }
         snapshot_ = runner_ ? runner_->snapshot() : no_experiments();
         outcome_.experiment_failures = snapshot_.failures;
+        extract::add_read_inputs(inputs_record_, snapshot_);
     }
 
     // The before_prefill round: a rewritten prompt is tokenized now (everything after it

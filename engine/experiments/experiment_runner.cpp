@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/error.hpp"
 #include "common/input_file.hpp"
+#include "common/sha256.hpp"
 #include "ember/utf8.hpp"
 #include "experiments/log_line.hpp"
 
@@ -72,6 +74,8 @@ struct ExperimentRunner::Entry {
     std::array<StageTiming, kStageCount> timings{};
     std::array<char, EMBER_ERROR_CAPACITY> error{};
     bool error_dirty = false;
+    std::vector<ReadInput> read_inputs;
+    std::vector<std::unique_ptr<std::string>> read_bytes;  // what read_input handed out, until destroy
 
     void destroy() {
         if (instance) library->descriptor().destroy(instance);
@@ -127,7 +131,8 @@ ExperimentRunner::ExperimentRunner(const std::vector<ExperimentSpec>& specs, Run
                                           &ExperimentRunner::host_rewrite_prompt,
                                           &ExperimentRunner::host_prompt_text,
                                           &ExperimentRunner::host_prompt_token_ids,
-                                          &ExperimentRunner::host_prompt_token_spans};
+                                          &ExperimentRunner::host_prompt_token_spans,
+                                          &ExperimentRunner::host_read_input};
         for (StageId stage : e->library->implemented_stages()) e->stages |= hooks::stage_bit(stage);
         entries_.push_back(std::move(e));
     }
@@ -387,7 +392,8 @@ void ExperimentRunner::on_generation_complete(std::size_t generated_tokens, Stop
 
 std::vector<ExperimentRecord> ExperimentRunner::records() const {
     std::vector<ExperimentRecord> out;
-    for (const auto& e : entries_) out.push_back({e->library, e->spec, e->outcome, e->failure, e->timings});
+    for (const auto& e : entries_)
+        out.push_back({e->library, e->spec, e->outcome, e->failure, e->timings, e->read_inputs});
     return out;
 }
 
@@ -513,6 +519,29 @@ void ExperimentRunner::host_log(void* host_data, std::uint32_t level, const char
         e->runner->log(l, e->library->name(), sanitize_plugin_text(message ? message : ""));
     } catch (...) {
         // A log line is never worth crashing the plugin's call over.
+    }
+}
+
+// The file is read once, hashed from the bytes handed out, and kept until destroy: what
+// the experiment used is what the record names.
+ember_status ExperimentRunner::host_read_input(void* host_data, const char* path, const std::uint8_t** bytes,
+                                               std::uint64_t* size, ember_error_buffer* reason) noexcept {
+    auto* e = static_cast<Entry*>(host_data);
+    try {
+        if (path == nullptr || bytes == nullptr || size == nullptr) throw Error("read_input: a null argument");
+        const std::filesystem::path named(path);
+        const std::filesystem::path full =
+            (named.is_absolute() ? named : std::filesystem::path(e->base_dir) / named).lexically_normal();
+        auto text = std::make_unique<std::string>(read_input_file(full, "file an experiment reads"));
+        e->read_inputs.push_back({full.string(), sha256_hex(std::as_bytes(std::span(text->data(), text->size()))),
+                                  text->size()});
+        *bytes = reinterpret_cast<const std::uint8_t*>(text->c_str());
+        *size = text->size();
+        e->read_bytes.push_back(std::move(text));
+        return EMBER_OK;
+    } catch (const std::exception& error) {
+        ember_error_set(reason, error.what());
+        return EMBER_FAILED;
     }
 }
 

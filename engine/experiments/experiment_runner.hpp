@@ -143,6 +143,13 @@ struct StageTiming {
     std::uint64_t max_ns = 0;
 };
 
+// A file an experiment read through the host (plugin.h's read_input): an input of the run.
+struct ReadInput {
+    std::string path;    // absolute
+    std::string sha256;  // of the bytes the experiment got
+    std::uint64_t bytes = 0;
+};
+
 // What run.json records about one experiment.
 struct ExperimentRecord {
     std::shared_ptr<const PluginLibrary> library;
@@ -150,6 +157,7 @@ struct ExperimentRecord {
     Outcome outcome = Outcome::NotRun;
     std::string failure;  // the full failure message; empty when it never failed
     std::array<StageTiming, kStageCount> timings{};  // indexed by StageId
+    std::vector<ReadInput> read_inputs;  // in the order it read them
 };
 
 // Everything run.json says about the experiments of a run (run_report.hpp writes it).
@@ -266,6 +274,8 @@ private:
     static std::uint64_t host_prompt_text(void* host_data, const char** text) noexcept;
     static std::uint64_t host_prompt_token_ids(void* host_data, const std::uint32_t** ids) noexcept;
     static std::uint64_t host_prompt_token_spans(void* host_data, const ember_token_span** spans) noexcept;
+    static ember_status host_read_input(void* host_data, const char* path, const std::uint8_t** bytes,
+                                        std::uint64_t* size, ember_error_buffer* reason) noexcept;
 
     RunInfo run_;
     RunnerOptions options_;

@@ -516,6 +516,8 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     check_inputs_unchanged(inputs, model.file.mapping());
     out.finish();
     const RunPoint own = point - first;
+    json::array recorded_inputs = inputs_json(inputs);
+    if (options.experiments) add_read_inputs(recorded_inputs, options.experiments->snapshot());
     json::object manifest{
         {"schema_version", kManifestSchemaVersion},
         {"kind", "ember.dataset_extraction"},
@@ -554,7 +556,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
         {"threads", threads},
         {"config_hash", config::config_hash(config)},
         {"config", config::to_json(config)},
-        {"inputs", inputs_json(inputs)},
+        {"inputs", std::move(recorded_inputs)},
         {"trace", nullptr},
     };
     dataset_manifest_arrays(out, shape, manifest);

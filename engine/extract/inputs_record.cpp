@@ -175,6 +175,22 @@ json::array inputs_json(const std::vector<InputFile>& inputs) {
     return out;
 }
 
+void add_read_inputs(json::array& inputs, const experiments::RunnerSnapshot& snapshot) {
+    std::vector<InputFile> files;
+    for (std::size_t i = 0; i < snapshot.records.size(); ++i) {
+        for (const experiments::ReadInput& read : snapshot.records[i].read_inputs) {
+            InputFile f;
+            f.role = std::string(kExperimentReadRole);
+            f.path = read.path;
+            f.sha256 = read.sha256;
+            f.bytes = read.bytes;
+            f.key = fmt::format("experiments[{}]", i);
+            files.push_back(std::move(f));
+        }
+    }
+    for (json::value& v : inputs_json(files)) inputs.push_back(std::move(v));
+}
+
 std::string inputs_difference(const json::array& recorded, const std::vector<InputFile>& current) {
     // (role, path, key) -> sha256
     std::map<std::string, std::pair<std::string, std::string>> before;  // id -> (sha256, description)
@@ -182,7 +198,23 @@ std::string inputs_difference(const json::array& recorded, const std::vector<Inp
         if (!v.is_object()) return "the recorded inputs are malformed";
         const json::object& o = v.as_object();
         const json::value* sha = o.if_contains("sha256");
-        before[describe(o)] = {sha && sha->is_string() ? std::string(sha->as_string()) : "", describe(o)};
+        const std::string recorded_sha = sha && sha->is_string() ? std::string(sha->as_string()) : "";
+        if (const json::value* role = o.if_contains("role"); role && role->is_string() && role->get_string() == kExperimentReadRole) {
+            // A file an experiment read through the host: no config names it, so it is
+            // compared with what is at its path now.
+            const json::value* path = o.if_contains("path");
+            if (!path || !path->is_string()) return "the recorded inputs are malformed";
+            std::string now;
+            try {
+                now = cached_sha256_file_hex(std::string(path->as_string()));
+            } catch (const Error&) {
+                return fmt::format("{} was an input of the recorded run and is gone", describe(o));
+            }
+            if (now != recorded_sha)
+                return fmt::format("{} changed (sha256 {}, the recorded run read {})", describe(o), now, recorded_sha);
+            continue;
+        }
+        before[describe(o)] = {recorded_sha, describe(o)};
     }
     for (const InputFile& f : current) {
         const std::string id = describe(json::object{{"role", f.role}, {"path", f.path.string()}, {"key", f.key}});

@@ -6,7 +6,8 @@
 //   file an experiment's config names: a steering vector), experiment_source (a directory
 //   with a sealed manifest an experiment's config names: a patch source; recorded by its
 //   manifest.json's bytes, with that manifest's run_id and manifest_sha256 seal), and
-//   dataset (a dataset run's file).
+//   dataset (a dataset run's file), experiment_read (a file an experiment read through
+//   the host's read_input, plugin.h 1.4: hashed from the bytes it got).
 // A string in an [experiment.config] table is taken for a path when, resolved against the
 // experiment's base directory, it names an existing file or a directory holding a
 // manifest.json.
@@ -19,11 +20,13 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/file_state.hpp"
 #include "common/mapped_file.hpp"
 #include "config/run_config.hpp"
+#include "experiments/experiment_runner.hpp"
 
 namespace ember::extract {
 
@@ -68,6 +71,12 @@ std::vector<std::filesystem::path> input_paths(const config::RunConfig& config);
 void check_run_outputs(const config::RunConfig& config, bool overwrite);
 
 boost::json::array inputs_json(const std::vector<InputFile>& inputs);
+
+inline constexpr std::string_view kExperimentReadRole = "experiment_read";
+
+// Appends to an inputs record the files the experiments read through the host (their
+// records' read_inputs), role experiment_read, key "experiments[I]".
+void add_read_inputs(boost::json::array& inputs, const experiments::RunnerSnapshot& snapshot);
 
 // "" when `recorded` (an inputs record read back) names the same inputs with the same
 // digests as `current`; otherwise what differs, naming the input ("model /m.gguf changed

@@ -238,7 +238,7 @@ TEST_CASE("refused plugins: errors name the plugin, and a wrong major is reporte
     const auto path = [](const char* name) { return test_plugin(name).string(); };
     CHECK_THROWS_WITH_AS(PluginLibrary::load(test_plugin("abi-wrong-major")),
                          ("plugin '" + path("abi-wrong-major") +
-                          "' was built for plugin ABI 2.0, but this ember implements ABI 1.3; rebuild it against this "
+                          "' was built for plugin ABI 2.0, but this ember implements ABI 1.4; rebuild it against this "
                           "ember's plugin SDK")
                              .c_str(),
                          Error);
@@ -314,7 +314,7 @@ TEST_CASE("ember plugins validate prints the descriptor without running the plug
     REQUIRE_MESSAGE(text.exit_code == 0, text.output);
     CHECK(text.output.find("name:        ablate\n") != std::string::npos);
     CHECK(text.output.find("version:     1.0.0\n") != std::string::npos);
-    CHECK(text.output.find("abi:         1.3 (descriptor 192 bytes; this ember implements 1.3)\n") != std::string::npos);
+    CHECK(text.output.find("abi:         1.4 (descriptor 192 bytes; this ember implements 1.4)\n") != std::string::npos);
     CHECK(text.output.find("stages:      on_model_loaded, before_prefill, before_layer, attention_pattern, head_outputs, after_attention, "
                            "residual_mid, mlp_activation, after_mlp, after_layer, sae_features, before_logits, after_logits\n") != std::string::npos);
 

@@ -15,6 +15,7 @@
 
 #include <boost/json.hpp>
 
+#include "common/sha256.hpp"
 #include "extract/verify.hpp"
 #include "run/ember_run.hpp"
 
@@ -179,6 +180,52 @@ TEST_CASE("run.json and the manifest record every input by content") {
     CHECK(prefill_rows == 1);
     CHECK(total_rows == 1);
     CHECK(extract::verify_run_directory(run.output_dir).ok());
+}
+
+TEST_CASE("a file an experiment reads through the host is an input, by the digest of the bytes it got") {
+    // Plugin ABI 1.4's read_input: the file-reader plugin reads files no config string
+    // names (a directory without a manifest, and names joined by a comma), in the worker.
+    TempDir dir;
+    fs::create_directories(dir.path() / "vectors");
+    write_text(dir.path() / "vectors" / "a.bin", std::string("\x00\x01جذر\xff", 10));
+    write_text(dir.path() / "vectors" / "b.txt", "كتب\n");
+    const std::string reader = experiment(test_plugin("file-reader"),
+                                          fmt::format("dir = {}\nnames = \"a.bin,b.txt\"",
+                                                      toml_literal((dir.path() / "vectors").string())));
+    const auto run = ember_run(dir, run_config(kModel, "Once upon a time", 2) + reader);
+    REQUIRE_MESSAGE(run.exit_code == 0, run.err);
+    const json::array& inputs = run.report.at("inputs").as_array();
+    std::vector<const json::object*> read;
+    for (const auto& i : inputs)
+        if (i.at("role") == "experiment_read") read.push_back(&i.as_object());
+    REQUIRE(read.size() == 2);
+    CHECK(str(read[0]->at("path")) == (dir.path() / "vectors" / "a.bin").string());
+    CHECK(str(read[0]->at("sha256")) == sha256_hex(read_text(dir.path() / "vectors" / "a.bin")));
+    CHECK(read[0]->at("bytes") == 10);
+    CHECK(str(read[0]->at("key")) == "experiments[0]");
+    CHECK(str(read[1]->at("path")) == (dir.path() / "vectors" / "b.txt").string());
+    CHECK(str(read[1]->at("sha256")) == sha256_hex(std::string("كتب\n")));
+    CHECK(!input_with(inputs, "experiment_file"));  // no config string names a file
+    const json::object manifest = json::parse(read_text(run.output_dir / "manifest.json")).as_object();
+    CHECK(manifest.at("inputs") == run.report.at("inputs"));
+    CHECK(extract::verify_run_directory(run.output_dir).ok());
+
+    // A file the host cannot read fails the experiment with the host's reason, naming it.
+    TempDir missing;
+    const auto failed = ember_run(missing, run_config(kModel, "Once upon a time", 2) +
+                                               experiment(test_plugin("file-reader"),
+                                                          fmt::format("dir = {}\nnames = \"nowhere.bin\"",
+                                                                      toml_literal(missing.path().string()))));
+    CHECK(failed.exit_code == 1);
+    CHECK_MESSAGE(failed.err.find((missing.path() / "nowhere.bin").string()) != std::string::npos, failed.err);
+
+    // A sweep skips the run while the file is what it read, and runs it again once it is not.
+    fs::create_directories(dir.path() / "configs");
+    write_text(dir.path() / "configs" / "r.toml", sweep_config(kModel, "r", "text = 'Once upon a time'", 1, reader));
+    CHECK(outcomes(sweep(dir, dir.path() / "configs")) == std::vector<std::string>{"ok"});
+    CHECK(outcomes(sweep(dir, dir.path() / "configs")) == std::vector<std::string>{"skipped"});
+    write_text(dir.path() / "vectors" / "b.txt", "درس\n");
+    CHECK(outcomes(sweep(dir, dir.path() / "configs")) == std::vector<std::string>{"ok"});
 }
 
 TEST_CASE("the sweep re-runs on a re-captured patch source and a replaced model, not on changed threads") {

@@ -321,6 +321,31 @@ public:
                services_->prompt_text && services_->prompt_token_spans;
     }
 
+    // 1.4: the bytes of the file at `path` (a relative path is taken from the directory of
+    // the TOML file that configured the experiment), read by the host and recorded as an
+    // input of the run (run.json's and the manifest's "inputs", role experiment_read), so
+    // a result names the file by the digest of exactly these bytes. The view is valid
+    // until the instance is destroyed. On failure (or an older host) `error` says why.
+    struct InputBytes {
+        std::string_view bytes;
+        std::string error;
+        bool ok() const { return error.empty(); }
+    };
+    InputBytes read_input(std::string_view path) const {
+        if (!services_ || !EMBER_HAS_FIELD(services_, ember_host_services, read_input) || !services_->read_input)
+            return {{}, "read_input refused: this host (an older ABI) does not offer it"};
+        std::array<char, EMBER_ERROR_CAPACITY> text{};
+        ember_error_buffer reason{text.data(), text.size()};
+        const std::uint8_t* bytes = nullptr;
+        std::uint64_t size = 0;
+        const std::string name(path);
+        if (services_->read_input(services_->host_data, name.c_str(), &bytes, &size, &reason) != EMBER_OK) {
+            text.back() = '\0';
+            return {{}, text[0] != '\0' ? std::string(text.data()) : std::string("read_input failed")};
+        }
+        return {{reinterpret_cast<const char*>(bytes), static_cast<std::size_t>(size)}, {}};
+    }
+
     // A path from this experiment's config, made absolute against the directory of the
     // TOML file that configured it (unchanged when already absolute).
     std::string resolve_path(std::string_view path) const {

@@ -38,7 +38,7 @@ extern "C" {
 /* "EMBR" as it reads in memory on a little-endian machine. */
 #define EMBER_PLUGIN_MAGIC 0x52424D45u
 #define EMBER_PLUGIN_ABI_MAJOR 1u
-#define EMBER_PLUGIN_ABI_MINOR 3u
+#define EMBER_PLUGIN_ABI_MINOR 4u
 #define EMBER_PLUGIN_ENTRY_SYMBOL "ember_plugin_entry"
 /* The host's error buffer holds this many bytes, the terminating NUL included. */
 #define EMBER_ERROR_CAPACITY 1024u
@@ -218,6 +218,16 @@ typedef struct ember_host_services {
     uint64_t (*prompt_token_ids)(void* host_data, const uint32_t** ids);
     /* One span per prompt token, in order: the spans tile prompt_text. */
     uint64_t (*prompt_token_spans)(void* host_data, const ember_token_span** spans);
+    /* 1.4. May be null (an older host): check EMBER_HAS_FIELD and the pointer. Reads the
+     * regular file at `path` (UTF-8; a relative path is taken from run_info's base_dir)
+     * for the experiment and makes it an input of the run: run.json's and the manifest's
+     * "inputs" list it (role "experiment_read", key "experiments[I]") with the SHA-256 of
+     * exactly the bytes returned, so a result names every file it was made from, also one
+     * no config key names. Stores a pointer to the bytes (valid until destroy, followed by
+     * a NUL) and their count. Returns EMBER_OK, or EMBER_FAILED with why in `reason` (no
+     * such file, not a regular file, larger than the input limit, unreadable). */
+    ember_status (*read_input)(void* host_data, const char* path, const uint8_t** bytes, uint64_t* size,
+                               ember_error_buffer* reason);
 } ember_host_services;
 
 /* The first member of the descriptor. Never changes, whatever the major version. */
@@ -340,12 +350,13 @@ EMBER_STATIC_ASSERT(offsetof(ember_generation_context, model) == 40, "ember_gene
 EMBER_STATIC_ASSERT(sizeof(ember_run_info) == 80, "ember_run_info layout");
 EMBER_STATIC_ASSERT(offsetof(ember_run_info, prompt_token_count) == 72, "ember_run_info layout");
 EMBER_STATIC_ASSERT(sizeof(ember_token_span) == 16, "ember_token_span layout");
-EMBER_STATIC_ASSERT(sizeof(ember_host_services) == 88, "ember_host_services layout");
+EMBER_STATIC_ASSERT(sizeof(ember_host_services) == 96, "ember_host_services layout");
 EMBER_STATIC_ASSERT(offsetof(ember_host_services, generated_token_ids) == 40, "ember_host_services layout");
 EMBER_STATIC_ASSERT(offsetof(ember_host_services, skip_inference) == 48, "ember_host_services layout");
 EMBER_STATIC_ASSERT(offsetof(ember_host_services, rewrite_prompt) == 56, "ember_host_services layout");
 EMBER_STATIC_ASSERT(offsetof(ember_host_services, prompt_text) == 64, "ember_host_services layout");
 EMBER_STATIC_ASSERT(offsetof(ember_host_services, prompt_token_spans) == 80, "ember_host_services layout");
+EMBER_STATIC_ASSERT(offsetof(ember_host_services, read_input) == 88, "ember_host_services layout");
 EMBER_STATIC_ASSERT(offsetof(ember_host_services, run_info) == 32, "ember_host_services layout");
 EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, name) == 16, "ember_plugin_descriptor layout");
 EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, create) == 40, "ember_plugin_descriptor layout");

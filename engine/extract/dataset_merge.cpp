@@ -349,15 +349,16 @@ json::object shard_record(config::Shard shard, std::size_t dataset_samples, std:
             {"run_hash", sha256_hex(key)}};
 }
 
-MergeResult merge_dataset_shards(const std::vector<fs::path>& dirs, const fs::path& out_arg, const MergeOptions& options) {
-    if (dirs.empty()) throw Error("ember merge: give the shard directories");
-    const fs::path out = fs::absolute(out_arg).lexically_normal();
+namespace {
+
+// Each directory read as a shard, after the checks that --out is none of them, lies in
+// none of them and holds none of them.
+std::vector<ShardDir> read_shards(const std::vector<fs::path>& dirs, const fs::path& out) {
     const auto same_dir = [](fs::path a, fs::path b) {
         if (a.filename().empty()) a = a.parent_path();
         if (b.filename().empty()) b = b.parent_path();
         return a == b;
     };
-    check_output_directory("--out", out);
     std::vector<ShardDir> shards;
     for (const fs::path& d : dirs) {
         const fs::path dir = fs::absolute(d).lexically_normal();
@@ -374,8 +375,13 @@ MergeResult merge_dataset_shards(const std::vector<fs::path>& dirs, const fs::pa
                                     out.string(), dir.string()));
         shards.push_back(read_shard(dir));
     }
+    return shards;
+}
 
-    // One run: everything but each shard's own counts is the same.
+// The shards in order, after the checks that they are of one run (everything but each
+// shard's own counts is the same), each of the N exactly once, each right after the one
+// before and the last at the dataset's end. `rows`: the rows of all of them.
+std::vector<const ShardDir*> ordered_shards(const std::vector<ShardDir>& shards, std::size_t& rows) {
     const json::value reference = run_identity(shards.front().manifest);  // (values: a Difference points into them)
     for (std::size_t i = 1; i < shards.size(); ++i) {
         const json::value other = run_identity(shards[i].manifest);
@@ -385,7 +391,6 @@ MergeResult merge_dataset_shards(const std::vector<fs::path>& dirs, const fs::pa
                                     shards.front().dir.string(), describe(d->b), shards[i].dir.string()));
         }
     }
-    // Each of the N shards exactly once.
     const std::size_t n = shards.front().shard.count;
     std::vector<const ShardDir*> ordered(n, nullptr);
     for (const ShardDir& s : shards) {
@@ -401,7 +406,6 @@ MergeResult merge_dataset_shards(const std::vector<fs::path>& dirs, const fs::pa
                                 missing.size() > 1 ? "s" : "", fmt::join(missing, ", "), n,
                                 missing.size() > 1 ? "are" : "is", fmt::join(given, ", "), n - 1));
     }
-    // Each right after the one before, the last at the dataset's end (a check of the records).
     std::size_t row = 0, sample = 0;
     for (const ShardDir* s : ordered) {
         if (s->begin != sample || s->end < s->begin || s->samples != s->end - s->begin || s->first_row != row)
@@ -414,29 +418,16 @@ MergeResult merge_dataset_shards(const std::vector<fs::path>& dirs, const fs::pa
     if (sample != ordered.back()->dataset_samples)
         throw Error(fmt::format("ember merge: the shards hold samples [0, {}) of {}", sample,
                                 ordered.back()->dataset_samples));
-    const std::vector<std::string> names = joined_files(ordered);
+    rows = row;
+    return ordered;
+}
 
-    RunDirectoryOptions directory_options;
-    directory_options.overwrite = options.overwrite;
-    directory_options.holder = "ember merge";
-    directory_options.inputs = dirs;
-    RunDirectoryWriter writer(out, directory_options);
-    MergeResult result;
-    result.dir = writer.output_dir();
-    result.shards = n;
-    std::map<std::string, std::size_t> rows;  // of each array
-    std::vector<char> buffer(kBufferBytes);
-    for (const std::string& name : names) {
-        Joined j = name.ends_with(".npy") ? join_npy(ordered, name, writer.dir(), buffer)
-                                          : join_lines(ordered, name, writer.dir(), buffer);
-        rows[name] = j.rows;
-        result.bytes += j.record.bytes;
-        writer.add_file(std::move(j.record));
-    }
-    result.files = names.size();
-
-    // The unsharded run's manifest: shard 0's, its counts summed, its config without the shard.
-    json::object manifest = without(without(without(shards.front().manifest, "manifest_sha256"), "files"), "shard");
+// The unsharded run's manifest: shard 0's, its counts summed, its config without the
+// shard (and its output directory `out`), each array's row count the joined file's.
+json::object merged_manifest(const std::vector<const ShardDir*>& ordered, const fs::path& out, std::size_t total_rows,
+                             const std::map<std::string, std::size_t>& rows, std::size_t& samples) {
+    const ShardDir& first = *ordered.front();
+    json::object manifest = without(without(without(first.manifest, "manifest_sha256"), "files"), "shard");
     json::object config = manifest.at("config").as_object();
     json::object& output = config["output"].as_object();
     json::object& tracing = config["tracing"].as_object();
@@ -448,7 +439,8 @@ MergeResult merge_dataset_shards(const std::vector<fs::path>& dirs, const fs::pa
     manifest["config_hash"] = config::config_hash(config);
     manifest["config"] = std::move(config);
     json::object& dataset = manifest["dataset"].as_object();
-    std::size_t samples = 0, skipped = 0, tokens = 0, evaluated_tokens = 0;
+    std::size_t skipped = 0, tokens = 0, evaluated_tokens = 0;
+    samples = 0;
     for (const ShardDir* s : ordered) {
         samples += s->samples;
         skipped += s->skipped;
@@ -457,7 +449,7 @@ MergeResult merge_dataset_shards(const std::vector<fs::path>& dirs, const fs::pa
     }
     dataset["samples"] = samples;
     dataset["skipped"] = skipped;
-    dataset["rows"] = row;
+    dataset["rows"] = total_rows;
     dataset["tokens"] = tokens;
     dataset["evaluated_tokens"] = evaluated_tokens;
     for (json::object* e : array_entries(manifest)) {
@@ -465,12 +457,43 @@ MergeResult merge_dataset_shards(const std::vector<fs::path>& dirs, const fs::pa
         if (!file) file = e->if_contains("ids_file");
         if (!file || !file->is_string() || !rows.contains(std::string(file->as_string())))
             throw Error(fmt::format("ember merge: {}: manifest.json lists an array that is not in its files",
-                                    shards.front().dir.string()));
+                                    first.dir.string()));
         set_rows(*e, rows.at(std::string(file->as_string())));
     }
-    writer.commit(std::move(manifest));
-    result.samples = samples;
-    result.rows = row;
+    return manifest;
+}
+
+}  // namespace
+
+MergeResult merge_dataset_shards(const std::vector<fs::path>& dirs, const fs::path& out_arg, const MergeOptions& options) {
+    if (dirs.empty()) throw Error("ember merge: give the shard directories");
+    const fs::path out = fs::absolute(out_arg).lexically_normal();
+    check_output_directory("--out", out);
+    const std::vector<ShardDir> shards = read_shards(dirs, out);
+    std::size_t total_rows = 0;
+    const std::vector<const ShardDir*> ordered = ordered_shards(shards, total_rows);
+    const std::vector<std::string> names = joined_files(ordered);
+
+    RunDirectoryOptions directory_options;
+    directory_options.overwrite = options.overwrite;
+    directory_options.holder = "ember merge";
+    directory_options.inputs = dirs;
+    RunDirectoryWriter writer(out, directory_options);
+    MergeResult result;
+    result.dir = writer.output_dir();
+    result.shards = ordered.size();
+    std::map<std::string, std::size_t> rows;  // of each array
+    std::vector<char> buffer(kBufferBytes);
+    for (const std::string& name : names) {
+        Joined j = name.ends_with(".npy") ? join_npy(ordered, name, writer.dir(), buffer)
+                                          : join_lines(ordered, name, writer.dir(), buffer);
+        rows[name] = j.rows;
+        result.bytes += j.record.bytes;
+        writer.add_file(std::move(j.record));
+    }
+    result.files = names.size();
+    writer.commit(merged_manifest(ordered, out, total_rows, rows, result.samples));
+    result.rows = total_rows;
     return result;
 }
 

@@ -1,7 +1,7 @@
 // ember attribute --model MODEL (--prompt TEXT | --file PATH) --target TEXT --out DIR
 //                 [--metric logprob|logit-diff|prob] [--contrast TEXT]
-//                 [--stages S,...] [--layers all|N,M] [--positions all|last|N,M | --select SPEC]
-//                 [--corrupt TEXT [--method atp|ig [--steps N]] [--verify-top K]] [--no-bos] [--overwrite] [--json] [--threads N]
+//                 [--stages S,...[,sae_features --sae DIR]] [--layers all|N,M] [--positions all|last|N,M | --select SPEC]
+//                 [--corrupt TEXT [--corrupt-select SPEC] [--method atp|ig [--steps N]] [--verify-top K]] [--no-bos] [--overwrite] [--json] [--threads N]
 // One forward and one backward pass on the reference route: per chosen stage, layer and
 // prompt position, d(metric)/d(activation) and the activation, as .npy files in a run
 // directory with a sealed manifest (docs/attribution.md). Gradients are defined on the
@@ -16,13 +16,23 @@
 #include "common/error.hpp"
 #include "extract/extraction.hpp"
 #include "extract/selection.hpp"
+#include "features/sae_loader.hpp"
 
 namespace ember::app {
 namespace {
 
 namespace fs = std::filesystem;
 
-attribution::AttributeRequest request_from_options(const po::variables_map& vm) {
+std::vector<std::string> split_commas(const std::string& text) {
+    std::vector<std::string> out;
+    std::size_t start = 0;
+    for (std::size_t comma; (comma = text.find(',', start)) != std::string::npos; start = comma + 1)
+        out.push_back(text.substr(start, comma - start));
+    out.push_back(text.substr(start));
+    return out;
+}
+
+attribution::AttributeRequest request_from_options(const po::variables_map& vm, bool& wants_sae_features) {
     if (!vm.count("model")) throw UsageError("ember attribute: give --model MODEL.gguf");
     if (!vm.count("out")) throw UsageError("ember attribute: give --out DIR");
     if (!vm.count("target")) throw UsageError("ember attribute: give --target TEXT (the continuation the metric scores)");
@@ -36,6 +46,10 @@ attribution::AttributeRequest request_from_options(const po::variables_map& vm) 
     r.target = vm["target"].as<std::string>();
     if (vm.count("contrast")) r.contrast = vm["contrast"].as<std::string>();
     if (vm.count("corrupt")) r.corrupt = vm["corrupt"].as<std::string>();
+    if (vm.count("corrupt-select")) {
+        if (!r.corrupt) throw UsageError("--corrupt-select SPEC goes with --corrupt TEXT");
+        r.corrupt_select = extract::parse_spec(vm["corrupt-select"].as<std::string>(), "--corrupt-select");
+    }
     const long long top = vm["verify-top"].as<long long>();
     if (top < 0 || top > 1000000) throw UsageError("--verify-top K must be in [0, 1000000]");
     if (top > 0 && !r.corrupt) throw UsageError("--verify-top K goes with --corrupt TEXT");
@@ -50,7 +64,17 @@ attribution::AttributeRequest request_from_options(const po::variables_map& vm) 
 
     r.output.dir = fs::absolute(vm["out"].as<std::string>()).lexically_normal();
     r.output.overwrite = vm["overwrite"].as<bool>();
-    extract::parse_stages(vm["stages"].as<std::string>(), r.output);
+    // sae_features is the SAE's stage (--sae), not one of the model's: taken out here.
+    std::string stages;
+    for (const std::string& name : split_commas(vm["stages"].as<std::string>())) {
+        if (name == "sae_features") wants_sae_features = true;
+        else stages += (stages.empty() ? "" : ",") + name;
+    }
+    if (wants_sae_features != (vm.count("sae") > 0))
+        throw UsageError(wants_sae_features ? "--stages sae_features needs --sae DIR (the SAE whose features they are)"
+                                            : "--sae DIR goes with --stages ...,sae_features (the gradient at its features)");
+    if (stages.empty()) r.output.stages.clear();
+    else extract::parse_stages(stages, r.output);
     extract::parse_layers(vm["layers"].as<std::string>(), r.output);
     if (vm.count("select") && !vm["positions"].defaulted())
         throw UsageError("ember attribute: --select and --positions are two spellings of one request: give one");
@@ -58,7 +82,7 @@ attribution::AttributeRequest request_from_options(const po::variables_map& vm) 
     else extract::parse_positions(vm["positions"].as<std::string>(), r.output);
 
     boost::json::object record;
-    for (const char* option : {"metric", "target", "contrast", "stages", "layers", "positions", "select", "corrupt", "method"}) {
+    for (const char* option : {"metric", "target", "contrast", "stages", "layers", "positions", "select", "corrupt", "corrupt-select", "method", "sae"}) {
         if (vm.count(option)) record[option] = vm[option].as<std::string>();
     }
     record["verify_top"] = r.verify_top;
@@ -80,13 +104,17 @@ int run_attribute(const std::vector<std::string>& args) {
         ("contrast", po::value<std::string>(), "logit-diff: the token or continuation subtracted")
         ("out", po::value<std::string>(), "the run directory to write")
         ("stages", po::value<std::string>()->default_value("after_layer"),
-         "comma-separated: before_layer, attention_pattern, head_outputs, after_attention, mlp_activation, after_mlp, "
-         "after_layer, before_logits")
+         "comma-separated: before_layer, attention_pattern, head_outputs, after_attention, residual_mid, mlp_activation, "
+         "after_mlp, after_layer, before_logits; sae_features with --sae")
         ("layers", po::value<std::string>()->default_value("all"), "all, or comma-separated layer indices")
         ("positions", po::value<std::string>()->default_value("all"), "all, last, or comma-separated prompt positions")
         ("select", po::value<std::string>(),
          "a selection spec: all, first, last, 3,-1, bytes:A-B, chars:A-B, substring:TEXT[#K], each [:first|:last]")
         ("corrupt", po::value<std::string>(), "attribution patching: the corrupted prompt (same number of tokens)")
+        ("sae", po::value<std::string>(), "an SAE directory spliced at its site: --stages sae_features has its features' gradient")
+        ("corrupt-select", po::value<std::string>(),
+         "with --corrupt: the corrupted prompt's rows patched onto the selected ones, the k-th onto the k-th (a "
+         "selection spec: substring:TEXT...); without it the prompts align position for position")
         ("verify-top", po::value<long long>()->default_value(0), "with --corrupt: patch the K top sites for real")
         ("method", po::value<std::string>()->default_value("atp"),
          "with --corrupt: atp (the gradient at the clean run) or ig (integrated gradients along the path)")
@@ -102,11 +130,18 @@ int run_attribute(const std::vector<std::string>& args) {
                                 "(the one attribute runs); leave --route out or give --route reference",
                                 vm["route"].as<std::string>()));
     apply_model_options(vm, model_section, false);
-    attribution::AttributeRequest request = request_from_options(vm);
+    bool wants_sae_features = false;
+    attribution::AttributeRequest request = request_from_options(vm, wants_sae_features);
     request.threads = extract::effective_threads(model_section.threads);
 
     const runtime::LoadedModel model(model_section.path, parse_arch(model_section.arch));
     const attribution::GradientModel gradient_model(model.file, model.model->config());
+    std::optional<features::Sae> sae;
+    if (wants_sae_features) {
+        sae = features::load_sae(fs::absolute(vm["sae"].as<std::string>()).lexically_normal());
+        features::check_sae_against_model(*sae, features::site_widths(model.model->config()));
+        request.sae = &*sae;
+    }
     const attribution::AttributeResult r = attribution::run_attribution(model, gradient_model, request);
 
     if (vm["json"].as<bool>()) {

@@ -18,6 +18,7 @@
 #include "commands.hpp"
 #include "common/error.hpp"
 #include "common/output_path.hpp"
+#include "attribution/configured_run.hpp"
 #include "config/run_config.hpp"
 #include "extract/inputs_record.hpp"
 #include "generation_output.hpp"
@@ -25,6 +26,25 @@
 #include "supervised_run.hpp"
 
 namespace ember::app {
+
+namespace {
+
+// A config with [attribute]: `ember attribute`'s run of it (docs/attribution.md), on the
+// reference route's gradient model, with no experiment and no trace.
+int run_attribute_config(const config::RunConfig& config, bool experiments_or_trace_asked) {
+    if (experiments_or_trace_asked || !config.experiments.empty())
+        throw Error(fmt::format("{}: [attribute] runs the gradient model alone: no experiment (--experiment, the defaults "
+                                "file's: --no-defaults or [hooks] defaults = false) and no --trace",
+                                config.source.string()));
+    const LoadedModel model(config.model.path, family_from_config(config));
+    const attribution::ConfiguredAttribution r = attribution::run_configured_attribution(model, config, false);
+    fmt::print(stderr, "ember: {} {} over {} sample(s); {} arrays in {} (forward {:.1f} ms, backward {:.1f} ms)\n",
+               config.attribute->metric, r.samples == 1 ? fmt::format("= {:.6g}", r.metric) : std::string("computed"),
+               r.samples, r.arrays, r.dir.string(), r.forward_ms, r.backward_ms);
+    return kExitOk;
+}
+
+}  // namespace
 
 int run_run(const std::vector<std::string>& args) {
     po::options_description options("run options");
@@ -73,6 +93,7 @@ int run_run(const std::vector<std::string>& args) {
     // What it writes, before any work: nothing there yet, or what it may replace.
     if (vm.count("trace")) check_output_file("--trace", config.tracing.path);
     extract::check_run_outputs(config, false);
+    if (config.attribute) return run_attribute_config(config, vm.count("trace") > 0 || vm.count("experiment") > 0);
 
     // With experiments the run happens in a supervised worker (run_pipeline.hpp), which
     // loads the plugins, never here: a plugin that cannot be loaded stops the run there

@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "attribution/configured_run.hpp"
 #include "common/error.hpp"
 #include "cli.hpp"
 #include "config/run_config.hpp"
@@ -91,7 +92,7 @@ Planned plan(const SweepInput& input, const std::optional<fs::path>& defaults, b
         p.run.error = e.what();
         return p;
     }
-    if (p.config->dataset.path) p.config->output.extract = true;  // as `ember extract CONFIG` runs it
+    if (p.config->dataset.path && !p.config->attribute) p.config->output.extract = true;  // as `ember extract CONFIG` runs it
     p.run.config_hash = config::config_hash(*p.config);
     p.run.output_dir = p.config->output.dir;
     if (!force) {
@@ -118,7 +119,15 @@ void run_one(Planned& p, ModelCache& models, bool force) {
             auto [model, shared] = models.get(*p.config);
             p.run.model_shared = shared;
             p.run.load_ms = shared ? 0.0 : model->load_ms;
-            if (p.config->dataset.path) {  // a dataset run (or a shard of one): no run.json, the manifest
+            if (p.config->attribute) {  // an attribution run (docs/attribution.md): no run.json, the manifest
+                if (!p.config->experiments.empty())
+                    throw Error("[attribute] runs the gradient model alone: no experiment (the defaults file's: [hooks] "
+                                "defaults = false)");
+                const attribution::ConfiguredAttribution r =
+                    attribution::run_configured_attribution(*model, *p.config, options.overwrite);
+                p.run.prompt_tokens = r.prompt_tokens;
+                p.run.prefill_ms = r.forward_ms;
+            } else if (p.config->dataset.path) {  // a dataset run (or a shard of one): no run.json, the manifest
                 extract::DatasetRunOptions dataset;
                 dataset.overwrite = options.overwrite;
                 dataset.skip_if_current = options.skip_if_current;
@@ -177,7 +186,7 @@ void read_dataset_result(Planned& p) {
     }
     try {
         const json::value m = json::parse(read_file(manifest, "manifest.json"));
-        p.run.prompt_tokens = m.at("dataset").at("tokens").to_number<std::size_t>();
+        if (!p.config->attribute) p.run.prompt_tokens = m.at("dataset").at("tokens").to_number<std::size_t>();
     } catch (const std::exception& e) {
         p.run.outcome = SweepOutcome::Failed;
         p.run.error = fmt::format("{}: {}", manifest.string(), e.what());
@@ -188,7 +197,7 @@ void read_dataset_result(Planned& p) {
 }
 
 void read_result(Planned& p) {
-    if (p.config->dataset.path) return read_dataset_result(p);
+    if (p.config->dataset.path || p.config->attribute) return read_dataset_result(p);
     const fs::path dir = p.config->output.dir;
     const fs::path report_file = dir / "run.json";
     std::optional<json::object> report;
@@ -291,7 +300,7 @@ std::vector<SweepInput> expand_configs(const std::vector<std::string>& arguments
                 // The run reports it.
             }
         }
-        if (c && c->dataset.path) c->output.extract = true;  // as `ember extract CONFIG` runs it
+        if (c && c->dataset.path && !c->attribute) c->output.extract = true;  // as `ember extract CONFIG` runs it
         if (!c || !c->dataset.path || c->dataset.shards <= 1 || c->dataset.shard) {
             out.push_back(std::move(input));
             return;

@@ -4,35 +4,33 @@
 # 128 tokens, after_layer gradients of every layer at every position. Prints the gradient
 # forward's and the backward's times, their ratio, and the peak RSS next to the model
 # file's size.
-#   scripts/bench-attribute.sh            (EMBER_BENCH_THREADS, EMBER_BUILD_DIR, EMBER_BENCH_MODELS)
+#   scripts/bench-attribute.sh            (EMBER_BENCH_TOKENS, EMBER_BENCH_THREADS, EMBER_BUILD_DIR, EMBER_BENCH_MODELS;
+#                                          EMBER_BENCH_SHAPE=llama-1b-2layer: two of the 1B's layers, for memory per layer)
+# The machine's load average is printed before and after: on a shared machine the times
+# are the load's as much as Ember's (the ratio and the RSS are the numbers to read).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 tokens=${EMBER_BENCH_TOKENS:-128}
 
 bench_build_ember
-model=$(bench_model q8_0)
+model=$(bench_model "${EMBER_BENCH_TYPE:-q8_0}" "${EMBER_BENCH_SHAPE:-llama-1b}")
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-# A prompt of exactly $tokens tokens: words added until the tokenizer says so.
+# A prompt of exactly $tokens tokens: a long text tokenized once, cut where token $tokens starts.
 prompt=$(python3 - "$ember" "$model" "$tokens" <<'PY'
 import json, subprocess, sys
 ember, model, want = sys.argv[1], sys.argv[2], int(sys.argv[3])
 words = ("the quick brown fox jumps over the lazy dog while a student writes the lesson in the library "
          "and the teacher reads a long story about the sea").split()
-text = "Once"
-i = 0
-while True:
-    candidate = text + " " + words[i % len(words)]
-    n = len(json.loads(subprocess.run([ember, "tokenize", "--model", model, "--prompt", candidate, "--json"],
-                                      capture_output=True, text=True, check=True).stdout)["tokens"])
-    if n > want:
-        break
-    text, i = candidate, i + 1
-print(text)
+text = "Once " + " ".join(words[i % len(words)] for i in range(2 * want))
+tokens = json.loads(subprocess.run([ember, "tokenize", "--model", model, "--prompt", text, "--json"],
+                                   capture_output=True, text=True, check=True).stdout)["tokens"]
+print(text.encode()[:tokens[want]["start"]].decode(), end="")
 PY
 )
 
+echo "load before: $(uptime)"
 /usr/bin/time -v "$ember" attribute --model "$model" --prompt "$prompt" --target " and" --stages after_layer \
     --layers all --positions all --threads "$threads" --out "$out/run" --json >"$out/summary.json" 2>"$out/time.txt"
 python3 - "$out/summary.json" "$out/time.txt" "$model" <<'PY'
@@ -45,3 +43,4 @@ print(f"forward {s['forward_ms']:.0f} ms, backward {s['backward_ms']:.0f} ms, "
       f"backward/forward {s['backward_ms'] / s['forward_ms']:.2f}")
 print(f"peak RSS {rss_kb / 1024:.0f} MB (model file {model_mb:.0f} MB, budget model + 2048 MB)")
 PY
+echo "load after: $(uptime)"

@@ -22,12 +22,13 @@ bench_build_ember() {
     cmake --build "$build" -j "${EMBER_JOBS:-2}" --target ember >/dev/null
 }
 
-bench_model() {  # TYPE (any `ember synth --type`): writes $models/llama-1b-TYPE.gguf once, prints its path
-    local model=$models/llama-1b-$1.gguf
+bench_model() {  # TYPE [SHAPE] (`ember synth --type`, --shape; default llama-1b): writes $models/SHAPE-TYPE.gguf once, prints its path
+    local shape=${2:-llama-1b}
+    local model=$models/$shape-$1.gguf
     mkdir -p "$models"
     if [[ ! -f $model ]]; then
         echo "writing $model (once)" >&2
-        "$ember" synth --shape llama-1b --vocab-from "$vocab" --type "$1" "$model" >&2
+        "$ember" synth --shape "$shape" --vocab-from "$vocab" --type "$1" "$model" >&2
     fi
     echo "$model"
 }

@@ -9,7 +9,9 @@
 #include <limits>
 #include <numeric>
 
+#include "attribution/sae_gradient.hpp"
 #include "common/error.hpp"
+#include "features/sae_splicer.hpp"
 #include "runtime/session.hpp"
 
 namespace ember::attribution {
@@ -32,6 +34,7 @@ const char* unit_kind(Stage s) {
         case Stage::HeadOutputs:
         case Stage::AttentionPattern: return "head";
         case Stage::MlpActivation: return "neuron";
+        case Stage::SaeFeatures: return "feature";
         default: return "position";
     }
 }
@@ -39,7 +42,7 @@ const char* unit_kind(Stage s) {
 std::size_t units_per_position(const SiteArray& a, const models::ModelConfig& c) {
     if (a.stage == Stage::HeadOutputs) return c.layers[*a.layer].n_head;
     if (a.stage == Stage::AttentionPattern) return a.rows_per_position;
-    if (a.stage == Stage::MlpActivation) return a.cols;
+    if (a.stage == Stage::MlpActivation || a.stage == Stage::SaeFeatures) return a.cols;
     return 1;
 }
 
@@ -50,7 +53,7 @@ std::pair<std::size_t, std::size_t> unit_columns(const Unit& u, const models::Mo
         const std::size_t D = c.layers[*a.layer].head_dim;
         return {u.index * D, D};
     }
-    if (a.stage == Stage::MlpActivation) return {u.index, 1};
+    if (a.stage == Stage::MlpActivation || a.stage == Stage::SaeFeatures) return {u.index, 1};
     return {0, a.cols};
 }
 
@@ -74,9 +77,15 @@ private:
     std::size_t count_;
 };
 
-// The metric over every run on the reference route, with `hooks` (or none).
+// The metric over every run on the reference route, with `hooks` (or none), behind the
+// SAE's splice when one is loaded (unedited, it changes no bit).
 double route_metric(const runtime::LoadedModel& model, const std::vector<Continuation>& runs, hooks::ActiveHooks* hooks,
-                    std::size_t threads) {
+                    std::size_t threads, const features::Sae* sae) {
+    std::optional<features::SaeSplicer> splicer;
+    if (sae) {
+        splicer.emplace(std::vector<features::SplicedSae>{{sae, true}}, hooks);
+        hooks = &*splicer;
+    }
     double total = 0.0;
     for (const Continuation& run : runs) {
         runtime::SessionOptions o;
@@ -98,14 +107,14 @@ double route_metric(const runtime::LoadedModel& model, const std::vector<Continu
 // The mean gradient at site `a` along the path from the clean activation to the corrupted
 // one (every prompt row of the site), in the SiteArray's layout.
 std::vector<float> path_gradient(const GradientModel& gm, const std::vector<Continuation>& runs, const SiteArrays& arrays,
-                                 const SiteArray& a, const Tape& clean, const Tape& corrupt, std::size_t steps,
+                                 const SiteArray& a, const Matrix& clean, const Matrix& corrupt, std::size_t steps,
                                  tbb::task_arena& arena) {
     if (a.stage == Stage::AttentionPattern || a.stage == Stage::BeforeLogits)
         throw Error(fmt::format("--method ig interpolates a site through an edit of the forward pass; {} cannot be "
                                 "edited there: choose other stages",
                                 hooks::stage_name(a.stage)));
-    const kernels::ConstRows from = site_activation(clean, a.stage, a.layer);   // [T, cols]
-    const kernels::ConstRows to = site_activation(corrupt, a.stage, a.layer);   // [P, cols]
+    const kernels::ConstRows from = clean.view();   // [T, cols]
+    const kernels::ConstRows to = corrupt.view();   // [P, cols]
     std::vector<double> sum(a.gradient.size(), 0.0);
     std::vector<float> rows;
     for (std::size_t k = 0; k < steps; ++k) {
@@ -165,36 +174,65 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b) {
     return sab / std::sqrt(saa * sbb);
 }
 
-extract::EncodedPrompt aligned_corrupt_prompt(const tokenizer::Tokenizer& tok, const AttributeRequest& r,
-                                              std::size_t prompt_tokens) {
-    extract::EncodedPrompt corrupt = extract::encode_prompt(tok, *r.corrupt, r.add_bos);
-    if (corrupt.ids.size() != prompt_tokens)
-        throw Error(fmt::format("--corrupt: the corrupted prompt is {} tokens and the clean prompt {}: attribution "
-                                "patching puts position p of one into position p of the other, so they must align "
-                                "(give a corrupted prompt of {} tokens)",
-                                corrupt.ids.size(), prompt_tokens, prompt_tokens));
+CorruptPrompt aligned_corrupt_prompt(const tokenizer::Tokenizer& tok, const AttributeRequest& r, std::size_t prompt_tokens,
+                                     const extract::Selection& selection) {
+    CorruptPrompt corrupt{extract::encode_prompt(tok, *r.corrupt, r.add_bos), {}};
+    if (!r.corrupt_select) {
+        if (corrupt.encoded.ids.size() != prompt_tokens)
+            throw Error(fmt::format("--corrupt: the corrupted prompt is {} tokens and the clean prompt {}: attribution "
+                                    "patching puts position p of one into position p of the other, so they must align "
+                                    "(give a corrupted prompt of {} tokens, or corrupt_select: a spec choosing its rows)",
+                                    corrupt.encoded.ids.size(), prompt_tokens, prompt_tokens));
+        corrupt.positions = selection.positions;
+        return corrupt;
+    }
+    // By text, as patch's source_select / target_select: the k-th selected row onto the k-th.
+    if (selection.has(Stage::AttentionPattern))
+        throw Error("corrupt_select: attention_pattern's columns are the prompt's positions, which differ between two "
+                    "prompts aligned by text; choose other stages, or align the prompts token for token");
+    if (r.integrated_gradients)
+        throw Error("corrupt_select: --method ig interpolates whole sites between prompts of the same length; align the "
+                    "prompts token for token, or use --method atp");
+    const selection::Resolved rows = extract::select_positions(*r.corrupt_select, *r.corrupt, corrupt.encoded.tokens);
+    if (rows.rows.size() != selection.positions.size())
+        throw Error(fmt::format("corrupt_select '{}' selects {} row(s) of the corrupted prompt{}, but the selection '{}' "
+                                "selects {} row(s) of the clean prompt: attribution patching puts the k-th of one onto "
+                                "the k-th of the other, so it needs the same number on both sides",
+                                r.corrupt_select->to_string(), rows.rows.size(),
+                                rows.rows.empty() ? " (" + rows.why_empty + ")" : std::string(), selection.spec,
+                                selection.positions.size()));
+    for (const selection::Selected& row : rows.rows) corrupt.positions.push_back(row.position);
     return corrupt;
 }
 
-json::value write_attribution_patching(extract::RunDirectoryWriter& writer, const runtime::LoadedModel& model,
-                                       const GradientModel& gm, const AttributeRequest& r,
-                                       const std::vector<Continuation>& runs, const SiteArrays& arrays,
-                                       const Tape& clean, double clean_metric, tbb::task_arena& arena) {
+json::value write_attribution_patching(extract::RunDirectoryWriter& writer, const std::string& prefix,
+                                       const runtime::LoadedModel& model, const GradientModel& gm,
+                                       const AttributeRequest& r, const std::vector<Continuation>& runs,
+                                       const CorruptPrompt& corrupt, const SiteArrays& arrays,
+                                       const std::vector<Matrix>& clean_tensors, double clean_metric,
+                                       tbb::task_arena& arena) {
     const models::ModelConfig& c = gm.config();
-    const extract::EncodedPrompt corrupt = aligned_corrupt_prompt(model.tokenizer, r, arrays.prompt_tokens());
-    std::optional<Tape> corrupt_tape;
-    arena.execute([&] { corrupt_tape = gm.forward(corrupt.ids, {}); });
-
-    // Per site: the corrupted rows, the estimate of every unit.
-    const std::vector<std::size_t>& positions = arrays.selection().positions;
+    // Per site: the corrupted run's chosen rows (and, for integrated gradients, its whole tensor).
     std::vector<std::vector<float>> corrupt_rows(arrays.arrays().size());
+    std::vector<Matrix> corrupt_tensors(clean_tensors.size());
+    arena.execute([&] {
+        gm.forward(corrupt.encoded.ids, {}, {}, with_sae_features(r.sae, [&](const Site& site) {
+            const std::optional<std::size_t> s = arrays.index_of(site.stage, site.layer);
+            if (!s) return;
+            arrays.select_rows(arrays.arrays()[*s], site.activation, corrupt.positions, corrupt_rows[*s]);
+            if (!corrupt_tensors.empty()) arrays.keep_tensor(site, corrupt_tensors);
+        }));
+    });
+
+    // Per site: the estimate of every unit.
+    const std::vector<std::size_t>& positions = arrays.selection().positions;
     std::vector<Unit> units;
     json::array files;
     for (std::size_t s = 0; s < arrays.arrays().size(); ++s) {
         const SiteArray& a = arrays.arrays()[s];
-        arrays.select_rows(a, site_activation(*corrupt_tape, a.stage, a.layer), corrupt_rows[s]);
         const std::vector<float> gradient =
-            r.integrated_gradients ? path_gradient(gm, runs, arrays, a, clean, *corrupt_tape, r.ig_steps, arena) : a.gradient;
+            r.integrated_gradients ? path_gradient(gm, runs, arrays, a, clean_tensors[s], corrupt_tensors[s], r.ig_steps, arena)
+                                   : a.gradient;
         const std::size_t per = units_per_position(a, c);
         std::vector<float> estimates(positions.size() * per);
         for (std::size_t i = 0; i < positions.size(); ++i) {
@@ -214,7 +252,7 @@ json::value write_attribution_patching(extract::RunDirectoryWriter& writer, cons
                 units.push_back(unit);
             }
         }
-        const extract::FileRecord f = writer.write_npy_f32(a.file_stem() + ".atp.npy", estimates.data(), {positions.size(), per});
+        const extract::FileRecord f = writer.write_npy_f32(prefix + a.file_stem() + ".atp.npy", estimates.data(), {positions.size(), per});
         files.push_back({{"file", f.name},
                          {"kind", "atp_estimate"},
                          {"stage", hooks::stage_name(a.stage)},
@@ -229,7 +267,7 @@ json::value write_attribution_patching(extract::RunDirectoryWriter& writer, cons
     std::vector<double> verified_estimates, verified_effects;
     double route_clean = std::numeric_limits<double>::quiet_NaN();
     if (r.verify_top > 0) {
-        route_clean = route_metric(model, runs, nullptr, r.threads);
+        route_clean = route_metric(model, runs, nullptr, r.threads, r.sae);
         std::size_t done = 0;
         for (Unit& u : units) {
             if (done == r.verify_top) break;
@@ -238,7 +276,7 @@ json::value write_attribution_patching(extract::RunDirectoryWriter& writer, cons
             const auto [first, count] = unit_columns(u, c);
             PatchUnit patch(u.array->stage, u.array->layer, positions[u.position_index], first,
                             corrupt_rows[s].data() + u.position_index * u.array->cols + first, count);
-            u.effect = route_metric(model, runs, &patch, r.threads) - route_clean;
+            u.effect = route_metric(model, runs, &patch, r.threads, r.sae) - route_clean;
             verified_estimates.push_back(u.estimate);
             verified_effects.push_back(*u.effect);
             ++done;
@@ -259,13 +297,15 @@ json::value write_attribution_patching(extract::RunDirectoryWriter& writer, cons
         if (u.effect) line["effect"] = *u.effect;
         lines += json::serialize(line) + "\n";
     }
-    const extract::FileRecord table = writer.write_text("attribution.jsonl", lines);
+    const extract::FileRecord table = writer.write_text(prefix + "attribution.jsonl", lines);
     const double rho = spearman(verified_estimates, verified_effects);
     return json::object{
         {"method", r.integrated_gradients ? "ig" : "atp"},
         {"ig_steps", r.integrated_gradients ? json::value(r.ig_steps) : json::value(nullptr)},
         {"corrupt_prompt", *r.corrupt},
-        {"corrupt_token_ids", json::value_from(corrupt.ids)},
+        {"corrupt_token_ids", json::value_from(corrupt.encoded.ids)},
+        {"corrupt_select", r.corrupt_select ? json::value(r.corrupt_select->to_string()) : json::value(nullptr)},
+        {"corrupt_positions", json::value_from(corrupt.positions)},
         {"estimate", r.integrated_gradients ? "(a_corrupt - a_clean) . mean over the path's midpoints of dM/da, the whole "
                                               "site interpolated, summed over the unit's columns"
                                             : "(a_corrupt - a_clean) . dM/da, summed over the unit's columns"},

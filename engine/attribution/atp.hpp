@@ -28,17 +28,22 @@
 
 namespace ember::attribution {
 
-// The corrupted prompt as tokenized, checked to align with the clean one's `prompt_tokens`
-// (ember::Error naming both counts): called before anything is written.
-extract::EncodedPrompt aligned_corrupt_prompt(const tokenizer::Tokenizer& tok, const AttributeRequest& request,
-                                              std::size_t prompt_tokens);
+// The corrupted prompt as tokenized and, per selected clean position, the row of it patched
+// there: with request.corrupt_select the k-th row that spec selects in the corrupted prompt
+// (the counts must agree), else the same position (the prompts must have as many tokens).
+// ember::Error naming both counts (or both specs) otherwise: called before anything is written.
+CorruptPrompt aligned_corrupt_prompt(const tokenizer::Tokenizer& tok, const AttributeRequest& request,
+                                     std::size_t prompt_tokens, const extract::Selection& selection);
 
-// The corrupted prompt must have as many tokens as the clean one (position p patches
-// position p): ember::Error otherwise. Returns the manifest's "attribution_patching".
-boost::json::value write_attribution_patching(extract::RunDirectoryWriter& writer, const runtime::LoadedModel& model,
-                                              const GradientModel& gm, const AttributeRequest& request,
-                                              const std::vector<Continuation>& runs, const SiteArrays& arrays,
-                                              const Tape& clean, double clean_metric, tbb::task_arena& arena);
+// Writes STAGE.layerN.atp.npy and attribution.jsonl (each name starting with `prefix`).
+// `clean_tensors`: with --method ig, the clean run's whole tensor at every chosen site
+// (SiteArrays::keep_tensor). Returns the manifest's "attribution_patching".
+boost::json::value write_attribution_patching(extract::RunDirectoryWriter& writer, const std::string& prefix,
+                                              const runtime::LoadedModel& model, const GradientModel& gm,
+                                              const AttributeRequest& request, const std::vector<Continuation>& runs,
+                                              const CorruptPrompt& corrupt, const SiteArrays& arrays,
+                                              const std::vector<Matrix>& clean_tensors, double clean_metric,
+                                              tbb::task_arena& arena);
 
 // Spearman's rank correlation of two equally long series (average ranks for ties); NaN
 // for fewer than two values or a constant series.

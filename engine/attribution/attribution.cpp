@@ -9,6 +9,7 @@
 #include <map>
 
 #include "attribution/atp.hpp"
+#include "attribution/sae_gradient.hpp"
 #include "attribution/site_arrays.hpp"
 #include "common/error.hpp"
 #include "extract/run_directory.hpp"
@@ -97,51 +98,74 @@ std::vector<Continuation> continuations(const tokenizer::Tokenizer& tok, const A
     return {std::move(a), std::move(b)};
 }
 
-AttributeResult run_attribution(const runtime::LoadedModel& model, const GradientModel& gm, const AttributeRequest& r) {
+PreparedAttribution prepare_attribution(const runtime::LoadedModel& model, const GradientModel& gm,
+                                        const AttributeRequest& r) {
     const models::ModelConfig& c = gm.config();
-    const std::vector<Continuation> runs = continuations(model.tokenizer, r);
-    const Continuation& first = runs.front();
+    PreparedAttribution p;
+    p.runs = continuations(model.tokenizer, r);
+    const Continuation& first = p.runs.front();
     const std::span<const tokenizer::Token> prompt_tokens(first.evaluated.tokens.data(), first.prompt_tokens);
-    const extract::Selection selection = extract::resolve(r.output, c, r.prompt, prompt_tokens);
+    p.selection = extract::resolve(r.output, c, r.prompt, prompt_tokens, r.select ? &*r.select : nullptr);
     for (Stage s : extract::kStages) {
-        if (selection.has(s) && !has_gradient(s))
+        if (p.selection.has(s) && !has_gradient(s))
             throw Error(fmt::format("stage {} has no gradient here: the metric reads the logits directly (its gradient "
                                     "there is the metric's own); the stages with gradients are the tensor stages before it",
                                     hooks::stage_name(s)));
     }
-    if (r.corrupt) aligned_corrupt_prompt(model.tokenizer, r, first.prompt_tokens);  // before anything is written
+    if (r.sae) {
+        check_sae_for_gradients(*r.sae);
+        if (r.integrated_gradients)
+            throw Error("--method ig interpolates a site through an edit of the gradient forward; sae_features cannot be "
+                        "edited there: leave --sae out, or use --method atp");
+    }
+    if (r.corrupt) p.corrupt = aligned_corrupt_prompt(model.tokenizer, r, first.prompt_tokens, p.selection);
     if (r.integrated_gradients) {
         for (Stage s : {Stage::AttentionPattern, Stage::BeforeLogits})
-            if (selection.has(s))
+            if (p.selection.has(s))
                 throw Error(fmt::format("--method ig interpolates a site through an edit of the forward pass; {} cannot "
                                         "be edited there: choose other stages",
                                         hooks::stage_name(s)));
     }
-    extract::RunDirectoryWriter writer(r.output.dir, {r.output.overwrite, "ember attribute", {}, {}});
+    return p;
+}
 
+json::object write_attribution(extract::RunDirectoryWriter& writer, const std::string& prefix,
+                               const runtime::LoadedModel& model, const GradientModel& gm, const AttributeRequest& r,
+                               const PreparedAttribution& p, AttributeResult& result) {
+    const models::ModelConfig& c = gm.config();
+    const std::vector<Continuation>& runs = p.runs;
+    const Continuation& first = runs.front();
     tbb::task_arena arena(static_cast<int>(std::max<std::size_t>(1, r.threads)));
-    AttributeResult result;
-    SiteArrays arrays(selection, c, first.prompt_tokens);
-    std::optional<Tape> clean;  // the first evaluation's tape (its prompt rows are every run's)
+    SiteArrays arrays(p.selection, c, first.prompt_tokens);
+    if (r.sae) arrays.add_sae_features(*r.sae->site.layer, r.sae->d_sae);
+    // With integrated gradients, the chosen sites' whole tensors of the clean run (the path's start).
+    std::vector<Matrix> clean_tensors(r.integrated_gradients ? arrays.arrays().size() : 0);
+    double metric = 0.0;
     arena.execute([&] {
         for (const Continuation& run : runs) {
+            const bool first_run = &run == &runs.front();  // its prompt rows are every run's
             auto start = Clock::now();
-            Tape tape = gm.forward(run.evaluated.ids, run.metric.rows());
+            const Tape tape = gm.forward(run.evaluated.ids, run.metric.rows());
             result.forward_ms += ms_since(start);
             Matrix dlogits;
             const double value = run.metric.evaluate(tape.logits.view(), &dlogits);
-            result.metric += run.sign * value;
+            metric += run.sign * value;
             start = Clock::now();
-            gm.backward(tape, dlogits.view(), [&](const Site& site) { arrays.add_gradient(site, run.sign); });
+            gm.backward(tape, dlogits.view(), with_sae_features(r.sae, [&](const Site& site) {
+                arrays.add_gradient(site, run.sign);
+                if (!first_run) return;
+                arrays.take_activation(site);
+                if (!clean_tensors.empty()) arrays.keep_tensor(site, clean_tensors);
+            }));
             result.backward_ms += ms_since(start);
-            if (!clean) clean = std::move(tape);
         }
-        arrays.take_activations(*clean);
     });
+    result.metric = metric;
 
-    json::array tensors = arrays.write(writer, metric_name(first.metric.kind), result.metric);
+    json::array tensors = arrays.write(writer, prefix, metric_name(first.metric.kind), metric);
     json::value atp = nullptr;
-    if (r.corrupt) atp = write_attribution_patching(writer, model, gm, r, runs, arrays, *clean, result.metric, arena);
+    if (p.corrupt)
+        atp = write_attribution_patching(writer, prefix, model, gm, r, runs, *p.corrupt, arrays, clean_tensors, metric, arena);
 
     json::array evaluations;
     for (const Continuation& run : runs) {
@@ -156,40 +180,58 @@ AttributeResult run_attribution(const runtime::LoadedModel& model, const Gradien
                                {"sign", run.sign},
                                {"terms", std::move(terms)}});
     }
-    json::object manifest{
-        {"schema_version", extract::kManifestSchemaVersion},
-        {"kind", "ember.attribution"},
-        {"layout", "per (stage, layer): STAGE.layerN.grad.npy (kind gradient) and STAGE.layerN.npy (kind activation); "
-                   "before_logits.grad.npy and before_logits.npy; with --corrupt attribution.jsonl and "
-                   "STAGE.layerN.atp.npy; manifest.json last"},
-        {"dtype", "float32"},
-        {"output_format", {{"format", "npy"}, {"version", "1.0"}, {"order", "C"}, {"byte_order", "little"}}},
-        {"model", extract::model_record(model.path, model.file, c, model.sha256)},
+    result.prompt_tokens = first.prompt_tokens;
+    result.evaluated_tokens = first.evaluated.ids.size();
+    return {
         {"tokenizer", extract::tokenizer_record(model.tokenizer, [&] {
-             extract::EncodedPrompt p = first.evaluated;  // the prompt's own tokens
-             p.text = r.prompt;
-             p.tokens.resize(first.prompt_tokens);
-             p.ids.resize(first.prompt_tokens);
-             return p;
+             extract::EncodedPrompt prompt = first.evaluated;  // the prompt's own tokens
+             prompt.text = r.prompt;
+             prompt.tokens.resize(first.prompt_tokens);
+             prompt.ids.resize(first.prompt_tokens);
+             return prompt;
          }())},
-        {"backend", {{"route", "reference"}, {"variant", "gradient-reference"}, {"threads", r.threads}}},
-        {"route", "reference"},
-        {"request", r.request_record},
         {"metric",
          {{"name", metric_name(r.metric)},
-          {"value", result.metric},
+          {"value", metric},
           {"target", r.target},
           {"contrast", r.contrast ? json::value(*r.contrast) : json::value(nullptr)},
           {"definition", metric_definition(r.metric, runs.size())},
           {"evaluations", std::move(evaluations)}}},
         {"tensors", std::move(tensors)},
         {"attribution_patching", std::move(atp)},
-        {"timing", {{"forward_ms", result.forward_ms}, {"backward_ms", result.backward_ms}}},
     };
+}
+
+json::object manifest_head(const runtime::LoadedModel& model, const AttributeRequest& r, std::string_view kind,
+                           std::string_view layout) {
+    json::object head{
+        {"schema_version", extract::kManifestSchemaVersion},
+        {"kind", kind},
+        {"layout", layout},
+        {"dtype", "float32"},
+        {"output_format", {{"format", "npy"}, {"version", "1.0"}, {"order", "C"}, {"byte_order", "little"}}},
+        {"model", extract::model_record(model.path, model.file, model.model->config(), model.sha256)},
+        {"backend", {{"route", "reference"}, {"variant", "gradient-reference"}, {"threads", r.threads}}},
+        {"route", "reference"},
+        {"request", r.request_record},
+    };
+    for (const auto& kv : r.run_record) head[kv.key()] = kv.value();
+    return head;
+}
+
+AttributeResult run_attribution(const runtime::LoadedModel& model, const GradientModel& gm, const AttributeRequest& r) {
+    const PreparedAttribution prepared = prepare_attribution(model, gm, r);  // before anything is written
+    extract::RunDirectoryWriter writer(r.output.dir, {r.output.overwrite, "ember attribute", {}, {}});
+    AttributeResult result;
+    json::object manifest = manifest_head(
+        model, r, "ember.attribution",
+        "per (stage, layer): STAGE.layerN.grad.npy (kind gradient) and STAGE.layerN.npy (kind activation); "
+        "before_logits.grad.npy and before_logits.npy; with --corrupt attribution.jsonl and STAGE.layerN.atp.npy; "
+        "manifest.json last");
+    for (auto& kv : write_attribution(writer, "", model, gm, r, prepared, result)) manifest[kv.key()] = std::move(kv.value());
+    manifest["timing"] = {{"forward_ms", result.forward_ms}, {"backward_ms", result.backward_ms}};
     writer.commit(std::move(manifest));
     result.dir = writer.output_dir();
-    result.prompt_tokens = first.prompt_tokens;
-    result.evaluated_tokens = first.evaluated.ids.size();
     for (const extract::FileRecord& f : writer.files()) result.arrays += f.name.ends_with(".npy");
     return result;
 }

@@ -20,6 +20,7 @@
 #include "config/run_config.hpp"
 #include "extract/manifest.hpp"
 #include "extract/selection.hpp"
+#include "features/sae.hpp"
 #include "runtime/loaded_model.hpp"
 
 namespace ember::attribution {
@@ -36,11 +37,21 @@ struct AttributeRequest {
     std::optional<std::string> contrast;  // logit-diff's B
     config::OutputSection output;         // stages, layers, positions / select; dir, overwrite
     std::optional<std::string> corrupt;   // attribution patching against this prompt
+    // The rows of the corrupted prompt that patch the selected rows of the clean one, the
+    // k-th onto the k-th (as patch's source_select / target_select); none: position p onto p.
+    std::optional<selection::Spec> corrupt_select;
+    std::optional<selection::Spec> select;  // a dataset sample's own spec, over output.positions
+    // --sae: an SAE spliced at its site; its features are the sae_features site (the
+    // site's layer, the selected positions; attribution/sae_gradient.hpp).
+    const features::Sae* sae = nullptr;
     std::size_t verify_top = 0;           // real patching of the K top sites
     bool integrated_gradients = false;    // --method ig: the path integral instead of the gradient at the clean run
     std::size_t ig_steps = 16;            // --steps: midpoints of the path from clean to corrupt
     std::size_t threads = 1;
     boost::json::object request_record;   // what the command line asked, for the manifest
+    // From a run config (`ember run`, a sweep): the manifest's run_id, config, config_hash
+    // and inputs (what `ember verify` and a sweep's skip read); empty from the command line.
+    boost::json::object run_record;
 };
 
 struct AttributeResult {
@@ -65,6 +76,35 @@ struct Continuation {
 // straddling the prompt's end, a one-token metric given a longer target, a contrast
 // whose prompt tokens differ: ember::Error saying which.
 std::vector<Continuation> continuations(const tokenizer::Tokenizer& tok, const AttributeRequest& request);
+
+// The corrupted prompt of attribution patching and, per selected clean position, the row of
+// it patched there.
+struct CorruptPrompt {
+    extract::EncodedPrompt encoded;
+    std::vector<std::size_t> positions;  // parallel to the selection's positions
+};
+
+// A request checked against the model and its prompt, before anything is written: the
+// evaluations, the selection, the aligned corrupted prompt. ember::Error saying what is wrong.
+struct PreparedAttribution {
+    std::vector<Continuation> runs;
+    extract::Selection selection;
+    std::optional<CorruptPrompt> corrupt;
+};
+PreparedAttribution prepare_attribution(const runtime::LoadedModel& model, const GradientModel& gradient_model,
+                                        const AttributeRequest& request);
+
+// One prompt's attribution written into `writer`, every file name starting with `prefix`
+// ("" for a run of its own, "sample3." in a dataset run); adds to `result`'s numbers and
+// returns the manifest's members for it: tokenizer, metric, tensors, attribution_patching.
+boost::json::object write_attribution(extract::RunDirectoryWriter& writer, const std::string& prefix,
+                                      const runtime::LoadedModel& model, const GradientModel& gradient_model,
+                                      const AttributeRequest& request, const PreparedAttribution& prepared,
+                                      AttributeResult& result);
+
+// The members every attribution manifest starts with (schema, kind, model, route, request).
+boost::json::object manifest_head(const runtime::LoadedModel& model, const AttributeRequest& request, std::string_view kind,
+                                  std::string_view layout);
 
 // Runs the request on `model` (which must be the one `gradient_model` was built from).
 // Throws ember::Error; a failure leaves no manifest in the directory.

@@ -52,24 +52,35 @@ void GradientModel::backward(const Tape& tape, kernels::ConstRows dlogits, const
         add_into(kernels::ConstRows(drows.values.data() + r * E, 1, E),
                  kernels::Rows(dnormed.values.data() + tape.logit_rows[r] * E, 1, E));
     emit(sink, Stage::BeforeLogits, std::nullopt, tape.normed, dnormed);
-    Matrix dx = rms_back(tape.layers.back().x_out, w_.output_norm, c.rms_eps, dnormed);
+    Matrix dx = rms_back(tape.x_final, w_.output_norm, c.rms_eps, dnormed);
 
     std::vector<Matrix> dk(c.n_layers), dv(c.n_layers);
     for (std::uint32_t il = 0; il < c.n_layers; ++il) {
-        if (!c.layers[il].has_own_kv(il)) continue;
-        const LayerTape& lt = tape.layers[il];
-        dk[il] = Matrix::zeros(lt.k.rows, lt.k.cols);
-        dv[il] = Matrix::zeros(lt.v.rows, lt.v.cols);
+        const models::LayerConfig& L = c.layers[il];
+        if (!L.has_own_kv(il)) continue;
+        dk[il] = Matrix::zeros(T, std::size_t{L.n_head_kv} * L.head_dim);
+        dv[il] = Matrix::zeros(T, std::size_t{L.n_head_kv} * L.head_dim);
     }
-    for (std::uint32_t il = c.n_layers; il-- > 0;) layer_backward(il, tape, dx, dk, dv, sink);
+    for (std::uint32_t il = c.n_layers; il-- > 0;) {
+        if (tape.keeps == TapeKeeps::Everything) {
+            layer_backward(il, tape, tape.layers[il], dx, dk, dv, sink);
+            continue;
+        }
+        // Recompute the layer from its kept input with the forward's own edits (before_layer's
+        // is already in x_in): the same kernels on the same values, the same bytes.
+        LayerTape lt;
+        lt.x_in = tape.layers[il].x_in;
+        const std::uint32_t source = c.layers[il].kv_source;
+        layer_forward(il, tape, lt, source == il ? nullptr : &tape.layers[source], tape.edit);
+        layer_backward(il, tape, lt, dx, dk, dv, sink);
+    }
 }
 
-void GradientModel::layer_backward(std::uint32_t il, const Tape& tape, Matrix& dx, std::vector<Matrix>& dk,
-                                   std::vector<Matrix>& dv, const SiteSink& sink) const {
+void GradientModel::layer_backward(std::uint32_t il, const Tape& tape, const LayerTape& lt, Matrix& dx,
+                                   std::vector<Matrix>& dk, std::vector<Matrix>& dv, const SiteSink& sink) const {
     const models::ModelConfig& c = config_;
     const models::LayerConfig& L = c.layers[il];
     const LayerWeights& w = w_.layers[il];
-    const LayerTape& lt = tape.layers[il];
     const float eps = c.rms_eps;
     const std::size_t T = lt.x_in.rows;
     const std::size_t D = L.head_dim;
@@ -110,7 +121,7 @@ void GradientModel::layer_backward(std::uint32_t il, const Tape& tape, Matrix& d
     const Matrix dheads = matmul_back(dattn_proj, w.attn.output);  // [T, H * D]
     emit(sink, Stage::HeadOutputs, il, lt.heads, dheads);
 
-    const LayerTape& kv = tape.layers[L.kv_source];
+    const LayerTape& kv = L.has_own_kv(il) ? lt : tape.layers[L.kv_source];
     Matrix dq = Matrix::zeros(T, L.n_head * D);
     Matrix dpattern = Matrix::zeros(lt.pattern.rows, lt.pattern.cols);
     attention_backward(lt.q.view(), kv.k.view(), kv.v.view(), lt.pattern.view(), models::attention_params(c, L),

@@ -66,12 +66,45 @@ void GradientModel::per_layer_inputs(Tape& tape, const Matrix& x0) const {
     tape.per_layer_inputs = std::move(selected);
 }
 
+bool GradientModel::kv_shared_later(std::uint32_t il) const {
+    for (std::uint32_t j = il + 1; j < config_.n_layers; ++j)
+        if (config_.layers[j].kv_source == il) return true;
+    return false;
+}
+
+void GradientModel::layer_forward(std::uint32_t il, const Tape& tape, LayerTape& lt, const LayerTape* kv_source,
+                                  const SiteEdit& edit) const {
+    attention_forward(il, lt, kv_source ? *kv_source : lt, edit);
+    mlp_forward(il, lt, edit);
+    if (w_.layers[il].per_layer) per_layer_forward(il, tape, lt);
+    else lt.x_unscaled = lt.x_pe;
+    lt.x_out = lt.x_unscaled;
+    if (const auto& s = w_.layers[il].output_scale) ref::scale(lt.x_out.view(), *s, lt.x_out.view());
+    edit_site(edit, Stage::AfterLayer, il, lt.x_out);
+}
+
+namespace {
+
+// Every stage site of a layer's tape, in firing order, as the forward left it.
+void observe_layer(const SiteSink& observe, std::uint32_t il, const LayerTape& lt) {
+    const std::pair<Stage, const Matrix*> sites[] = {
+        {Stage::BeforeLayer, &lt.x_in},       {Stage::AttentionPattern, &lt.pattern}, {Stage::HeadOutputs, &lt.heads},
+        {Stage::AfterAttention, &lt.attn_out}, {Stage::ResidualMid, &lt.x_mid},       {Stage::MlpActivation, &lt.act},
+        {Stage::AfterMlp, &lt.mlp_out},       {Stage::AfterLayer, &lt.x_out},
+    };
+    for (const auto& [stage, m] : sites) observe({stage, il, m->view(), {}});
+}
+
+}  // namespace
+
 Tape GradientModel::forward(std::span<const std::int32_t> tokens, std::span<const std::size_t> logit_rows,
-                            const SiteEdit& edit) const {
+                            const SiteEdit& edit, const SiteSink& observe, TapeKeeps keeps) const {
     const models::ModelConfig& c = config_;
     const std::size_t T = tokens.size();
     const std::size_t E = c.n_embd;
     Tape tape;
+    tape.keeps = keeps;
+    tape.edit = edit;
     tape.tokens.assign(tokens.begin(), tokens.end());
     tape.logit_rows.assign(logit_rows.begin(), logit_rows.end());
 
@@ -83,21 +116,30 @@ Tape GradientModel::forward(std::span<const std::int32_t> tokens, std::span<cons
     }
     tape.layers.resize(c.n_layers);
     for (std::uint32_t il = 0; il < c.n_layers; ++il) {
-        LayerTape& lt = tape.layers[il];
+        LayerTape lt;
         lt.x_in = std::move(x);
         edit_site(edit, Stage::BeforeLayer, il, lt.x_in);
-        attention_forward(il, tape, edit);
-        mlp_forward(il, lt, edit);
-        if (w_.layers[il].per_layer) per_layer_forward(il, tape);
-        else lt.x_unscaled = lt.x_pe;
-        lt.x_out = lt.x_unscaled;
-        if (const auto& s = w_.layers[il].output_scale) ref::scale(lt.x_out.view(), *s, lt.x_out.view());
-        edit_site(edit, Stage::AfterLayer, il, lt.x_out);
+        const std::uint32_t source = c.layers[il].kv_source;
+        layer_forward(il, tape, lt, source == il ? nullptr : &tape.layers[source], edit);
+        if (observe) observe_layer(observe, il, lt);
         x = lt.x_out;
+        if (keeps == TapeKeeps::Everything) {
+            tape.layers[il] = std::move(lt);
+            continue;
+        }
+        // The layer boundary alone (and K/V a later layer reads): the backward recomputes the rest.
+        LayerTape& kept = tape.layers[il];
+        kept.x_in = std::move(lt.x_in);
+        if (kv_shared_later(il)) {
+            kept.k = std::move(lt.k);
+            kept.v = std::move(lt.v);
+        }
     }
+    tape.x_final = x;
 
     // ---- the final norm of every row, the LM head of the metric's rows ----
     tape.normed = rms_norm(x, w_.output_norm, c.rms_eps);
+    if (observe) observe({Stage::BeforeLogits, std::nullopt, tape.normed.view(), {}});
     Matrix rows = Matrix::zeros(logit_rows.size(), E);  // [R, E]
     for (std::size_t r = 0; r < logit_rows.size(); ++r)
         std::copy_n(tape.normed.values.data() + logit_rows[r] * E, E, rows.values.data() + r * E);
@@ -108,11 +150,10 @@ Tape GradientModel::forward(std::span<const std::int32_t> tokens, std::span<cons
 }
 
 // models/attention.cpp attention_heads (Llama, Qwen3) and Gemma 4's attention block.
-void GradientModel::attention_forward(std::uint32_t il, Tape& tape, const SiteEdit& edit) const {
+void GradientModel::attention_forward(std::uint32_t il, LayerTape& lt, const LayerTape& kv, const SiteEdit& edit) const {
     const models::ModelConfig& c = config_;
     const models::LayerConfig& L = c.layers[il];
     const AttentionWeights& w = w_.layers[il].attn;
-    LayerTape& lt = tape.layers[il];
     const std::size_t T = lt.x_in.rows;
     const std::size_t D = L.head_dim;
     const float eps = c.rms_eps;
@@ -131,7 +172,6 @@ void GradientModel::attention_forward(std::uint32_t il, Tape& tape, const SiteEd
         rope.n_heads = L.n_head_kv;
         ref::rope(lt.k.view(), 0, rope);
     }
-    const LayerTape& kv = tape.layers[L.kv_source];  // itself unless shared
 
     const kernels::AttentionParams params = models::attention_params(c, L);
     lt.pattern = Matrix::zeros(L.n_head * T, T);
@@ -166,9 +206,8 @@ void GradientModel::mlp_forward(std::uint32_t il, LayerTape& lt, const SiteEdit&
 }
 
 // Gemma 4's per-layer embedding residual: x + post_norm(proj(gelu(inp_gate(x)) * inputs_l)).
-void GradientModel::per_layer_forward(std::uint32_t il, Tape& tape) const {
+void GradientModel::per_layer_forward(std::uint32_t il, const Tape& tape, LayerTape& lt) const {
     const PerLayerWeights& w = *w_.layers[il].per_layer;
-    LayerTape& lt = tape.layers[il];
     const std::size_t T = lt.x_pe.rows;
     const std::size_t PL = config_.n_embd_per_layer;
     lt.ple_pre = matmul(lt.x_pe, w.inp_gate);  // [T, PL]

@@ -15,6 +15,13 @@
 // attention_pattern (a read-only copy for hooks) has the gradient with respect to the
 // probabilities as the layer used them.
 //
+// Memory: by default the tape keeps, per layer, only its input (before_layer, after any
+// edit) and, for a layer whose K/V later layers share, its K and V; the backward recomputes
+// each layer's intermediates from that input when it reaches the layer (gradient
+// checkpointing at the layer boundaries), calling the same kernels on the same values, so
+// the gradients are the same bytes as from a tape that kept everything
+// (tests/attribution/recompute_test). One layer's intermediates are alive at a time.
+//
 //   const GradientModel model(file, config);
 //   Tape tape = model.forward(tokens, logit_rows);          // logits of those rows in tape.logits
 //   model.backward(tape, dlogits, [&](const Site& site) { ... });
@@ -75,18 +82,15 @@ struct LayerTape {
     Matrix x_out;       // [T, E] after_layer
 };
 
-struct Tape {
-    std::vector<std::int32_t> tokens;
-    Matrix per_layer_inputs;         // [T, n_layers * PL] (Gemma 4 with PL > 0)
-    std::vector<LayerTape> layers;
-    Matrix normed;                   // [T, E] before_logits, every row
-    std::vector<std::size_t> logit_rows;  // the rows whose logits were computed
-    Matrix logits_raw;               // [R, n_vocab] the LM head's output (before a soft-cap)
-    Matrix logits;                   // [R, n_vocab] as the model reports them
+// What the forward keeps of each layer (see the top of this file).
+enum class TapeKeeps {
+    LayerInputs,  // before_layer (and shared K/V) per layer: the backward recomputes the rest
+    Everything,   // every intermediate of every layer (tests; the tape read directly)
 };
 
 // One stage site in the backward: the activation the forward had there and the metric's
-// gradient with respect to it, both [rows, cols] (attention_pattern: [H * T, T]).
+// gradient with respect to it, both [rows, cols] (attention_pattern: [H * T, T]). In the
+// forward's `observe` calls, the gradient is empty.
 struct Site {
     hooks::Stage stage = hooks::Stage::AfterLayer;
     std::optional<std::uint32_t> layer;  // none for before_logits
@@ -96,9 +100,24 @@ struct Site {
 using SiteSink = std::function<void(const Site&)>;
 
 // Called by the forward at the writable stage sites (before_layer, head_outputs,
-// after_attention, mlp_activation, after_mlp, after_layer) with the tensor about to be
-// used; it may change it, as a hook may (integrated gradients interpolates a site).
+// after_attention, residual_mid, mlp_activation, after_mlp, after_layer) with the tensor
+// about to be used; it may change it, as a hook may (integrated gradients interpolates a
+// site). The tape keeps it: a recomputing backward makes the same edits again, so it must
+// give the same result for the same tensor and outlive the tape's backward.
 using SiteEdit = std::function<void(hooks::Stage stage, std::uint32_t layer, kernels::Rows tensor)>;
+
+struct Tape {
+    TapeKeeps keeps = TapeKeeps::LayerInputs;
+    SiteEdit edit;                   // the forward's edits, made again by a recomputing backward
+    std::vector<std::int32_t> tokens;
+    Matrix per_layer_inputs;         // [T, n_layers * PL] (Gemma 4 with PL > 0)
+    std::vector<LayerTape> layers;   // LayerInputs: x_in (and k, v when shared) alone
+    Matrix x_final;                  // [T, E] after_layer of the last layer
+    Matrix normed;                   // [T, E] before_logits, every row
+    std::vector<std::size_t> logit_rows;  // the rows whose logits were computed
+    Matrix logits_raw;               // [R, n_vocab] the LM head's output (before a soft-cap)
+    Matrix logits;                   // [R, n_vocab] as the model reports them
+};
 
 class GradientModel {
 public:
@@ -108,22 +127,29 @@ public:
     const models::ModelConfig& config() const { return config_; }
 
     // The tokens at positions 0.. in one evaluation; the logits of `logit_rows` (ascending).
+    // `observe` (optional) sees every stage site's activation as the forward passes it.
     Tape forward(std::span<const std::int32_t> tokens, std::span<const std::size_t> logit_rows,
-                 const SiteEdit& edit = {}) const;
+                 const SiteEdit& edit = {}, const SiteSink& observe = {}, TapeKeeps keeps = TapeKeeps::LayerInputs) const;
     // dlogits [R, n_vocab]: dM/d tape.logits. Calls `sink` at every stage site, from
     // before_logits back to before_layer(0).
     void backward(const Tape& tape, kernels::ConstRows dlogits, const SiteSink& sink) const;
 
 private:
-    void attention_forward(std::uint32_t il, Tape& tape, const SiteEdit& edit) const;
+    // One layer from lt.x_in (already edited) to lt.x_out, every intermediate into lt;
+    // `kv` is the layer whose K/V it attends to (lt itself unless shared).
+    void layer_forward(std::uint32_t il, const Tape& tape, LayerTape& lt, const LayerTape* kv_source,
+                       const SiteEdit& edit) const;
+    void attention_forward(std::uint32_t il, LayerTape& lt, const LayerTape& kv, const SiteEdit& edit) const;
     void mlp_forward(std::uint32_t il, LayerTape& lt, const SiteEdit& edit) const;
-    void per_layer_forward(std::uint32_t il, Tape& tape) const;
+    void per_layer_forward(std::uint32_t il, const Tape& tape, LayerTape& lt) const;
     void per_layer_inputs(Tape& tape, const Matrix& x0) const;
+    // Whether a later layer attends to layer il's K/V (Gemma 4's shared KV).
+    bool kv_shared_later(std::uint32_t il) const;
 
     // dx: dM/d after_layer(il) in, dM/d before_layer(il) out. dk, dv: per layer, the
     // gradients of the K/V a layer stores (shared ones receive their readers' gradients).
-    void layer_backward(std::uint32_t il, const Tape& tape, Matrix& dx, std::vector<Matrix>& dk, std::vector<Matrix>& dv,
-                        const SiteSink& sink) const;
+    void layer_backward(std::uint32_t il, const Tape& tape, const LayerTape& lt, Matrix& dx, std::vector<Matrix>& dk,
+                        std::vector<Matrix>& dv, const SiteSink& sink) const;
 
     models::ModelConfig config_;
     GradientWeights w_;

@@ -15,22 +15,6 @@ std::string SiteArray::file_stem() const {
     return layer ? fmt::format("{}.layer{}", hooks::stage_name(stage), *layer) : std::string(hooks::stage_name(stage));
 }
 
-kernels::ConstRows site_activation(const Tape& tape, Stage stage, std::optional<std::uint32_t> layer) {
-    if (stage == Stage::BeforeLogits) return tape.normed.view();
-    const LayerTape& lt = tape.layers[*layer];
-    switch (stage) {
-        case Stage::BeforeLayer: return lt.x_in.view();
-        case Stage::AttentionPattern: return lt.pattern.view();
-        case Stage::HeadOutputs: return lt.heads.view();
-        case Stage::AfterAttention: return lt.attn_out.view();
-        case Stage::ResidualMid: return lt.x_mid.view();
-        case Stage::MlpActivation: return lt.act.view();
-        case Stage::AfterMlp: return lt.mlp_out.view();
-        case Stage::AfterLayer: return lt.x_out.view();
-        default: return {};
-    }
-}
-
 SiteArrays::SiteArrays(extract::Selection selection, const models::ModelConfig& c, std::size_t prompt_tokens)
     : selection_(std::move(selection)), prompt_tokens_(prompt_tokens) {
     const std::size_t n = selection_.positions.size();
@@ -55,14 +39,23 @@ SiteArrays::SiteArrays(extract::Selection selection, const models::ModelConfig& 
     }
 }
 
+std::optional<std::size_t> SiteArrays::index_of(Stage stage, std::optional<std::uint32_t> layer) const {
+    for (std::size_t i = 0; i < arrays_.size(); ++i)
+        if (arrays_[i].stage == stage && arrays_[i].layer == layer) return i;
+    return std::nullopt;
+}
+
 SiteArray* SiteArrays::find(Stage stage, std::optional<std::uint32_t> layer) {
-    for (SiteArray& a : arrays_)
-        if (a.stage == stage && a.layer == layer) return &a;
-    return nullptr;
+    const std::optional<std::size_t> i = index_of(stage, layer);
+    return i ? &arrays_[*i] : nullptr;
 }
 
 void SiteArrays::select_rows(const SiteArray& a, kernels::ConstRows tensor, std::vector<float>& out) const {
-    const std::vector<std::size_t>& positions = selection_.positions;
+    select_rows(a, tensor, selection_.positions, out);
+}
+
+void SiteArrays::select_rows(const SiteArray& a, kernels::ConstRows tensor, const std::vector<std::size_t>& positions,
+                             std::vector<float>& out) const {
     out.assign(a.rows(positions.size()) * a.cols, 0.0f);
     if (a.stage == Stage::AttentionPattern) {
         const std::size_t H = a.rows_per_position;
@@ -83,18 +76,32 @@ void SiteArrays::add_gradient(const Site& site, double sign) {
     for (std::size_t i = 0; i < rows.size(); ++i) a->gradient[i] += static_cast<float>(sign * rows[i]);
 }
 
-void SiteArrays::take_activations(const Tape& tape) {
-    for (SiteArray& a : arrays_) select_rows(a, site_activation(tape, a.stage, a.layer), a.activation);
+void SiteArrays::add_sae_features(std::uint32_t layer, std::size_t d_sae) {
+    SiteArray a{Stage::SaeFeatures, layer, d_sae, 1, {}, {}};
+    a.gradient.assign(a.rows(selection_.positions.size()) * a.cols, 0.0f);
+    arrays_.push_back(std::move(a));
 }
 
-json::array SiteArrays::write(extract::RunDirectoryWriter& writer, std::string_view metric, double value) const {
+void SiteArrays::take_activation(const Site& site) {
+    if (SiteArray* a = find(site.stage, site.layer)) select_rows(*a, site.activation, a->activation);
+}
+
+void SiteArrays::keep_tensor(const Site& site, std::vector<Matrix>& tensors) const {
+    const std::optional<std::size_t> i = index_of(site.stage, site.layer);
+    if (!i) return;
+    const kernels::ConstRows t = site.activation;
+    tensors[*i] = {t.rows, t.cols, std::vector<float>(t.data, t.data + t.rows * t.cols)};
+}
+
+json::array SiteArrays::write(extract::RunDirectoryWriter& writer, const std::string& prefix, std::string_view metric,
+                              double value) const {
     json::array entries;
     const std::size_t n = selection_.positions.size();
     for (const SiteArray& a : arrays_) {
         const std::vector<std::size_t> shape{a.rows(n), a.cols};
         for (const bool gradient : {true, false}) {
             const std::vector<float>& values = gradient ? a.gradient : a.activation;
-            const std::string name = a.file_stem() + (gradient ? ".grad.npy" : ".npy");
+            const std::string name = prefix + a.file_stem() + (gradient ? ".grad.npy" : ".npy");
             const extract::FileRecord file = writer.write_npy_f32(name, values.data(), shape);
             json::object e{
                 {"file", file.name},
@@ -109,13 +116,14 @@ json::array SiteArrays::write(extract::RunDirectoryWriter& writer, std::string_v
                              ? "n_head rows per prompt position: row i * n_head + h is head h of positions[i]"
                              : "prompt positions, in the order of 'positions'"},
                 {"columns", a.stage == Stage::AttentionPattern ? "the prompt's positions 0 .. n_tokens - 1 (0 where masked)"
+                            : a.stage == Stage::SaeFeatures    ? "the SAE's features (d_sae)"
                                                                : "the stage's features"},
                 {"values_sha256", extract::values_sha256(values)},
             };
             if (gradient) {
                 e["metric"] = metric;
                 e["metric_value"] = value;
-                e["of"] = a.file_stem() + ".npy";
+                e["of"] = prefix + a.file_stem() + ".npy";
             }
             entries.push_back(std::move(e));
         }

@@ -31,22 +31,32 @@ struct SiteArray {
     std::string file_stem() const;       // "after_layer.layer3", "before_logits"
 };
 
-// The tape's tensor at a site: [T, cols] (attention_pattern [H * T, T], row h * T + t).
-kernels::ConstRows site_activation(const Tape& tape, hooks::Stage stage, std::optional<std::uint32_t> layer);
-
 class SiteArrays {
 public:
     SiteArrays(extract::Selection selection, const models::ModelConfig& config, std::size_t prompt_tokens);
 
     // Adds sign * the site's gradient rows to its array, when the site is chosen.
     void add_gradient(const Site& site, double sign);
-    // Copies the chosen rows of every site's activation from the tape.
-    void take_activations(const Tape& tape);
+    // The sae_features site of an SAE read at `layer` (d_sae columns), at the selected positions.
+    void add_sae_features(std::uint32_t layer, std::size_t d_sae);
+    // Copies the chosen rows of the site's activation, when the site is chosen.
+    void take_activation(const Site& site);
+    // The index in arrays() of the chosen site, or none.
+    std::optional<std::size_t> index_of(hooks::Stage stage, std::optional<std::uint32_t> layer) const;
+    // Keeps the whole activation tensor of a chosen site ([T, cols]) in tensors[index_of(site)]
+    // (tensors sized as arrays()): integrated gradients' path ends.
+    void keep_tensor(const Site& site, std::vector<Matrix>& tensors) const;
     // The chosen rows of `tensor` (a site's tape layout) into `out` (a SiteArray's layout).
     void select_rows(const SiteArray& a, kernels::ConstRows tensor, std::vector<float>& out) const;
 
-    // Writes both arrays of every site; returns their manifest entries.
-    boost::json::array write(extract::RunDirectoryWriter& writer, std::string_view metric, double value) const;
+    // The chosen rows `positions` of `tensor` (a site's tape layout) into `out`.
+    void select_rows(const SiteArray& a, kernels::ConstRows tensor, const std::vector<std::size_t>& positions,
+                     std::vector<float>& out) const;
+
+    // Writes both arrays of every site, each file name starting with `prefix`; returns their
+    // manifest entries.
+    boost::json::array write(extract::RunDirectoryWriter& writer, const std::string& prefix, std::string_view metric,
+                             double value) const;
 
     const std::vector<SiteArray>& arrays() const { return arrays_; }
     const extract::Selection& selection() const { return selection_; }

@@ -190,6 +190,31 @@ OutputSection parse_output(const toml::table& table, const std::string& file, co
     return o;
 }
 
+// [attribute] (docs/attribution.md). Gradients are the reference route's: a [model] route
+// of "fast" written in the file is refused, as `ember attribute --route fast` is.
+AttributeSection parse_attribute(const toml::table& table, const toml::table* model, const std::string& file) {
+    AttributeSection a;
+    TableReader r(table, "attribute", file);
+    const auto target = r.string("target");
+    if (auto v = r.choice("metric", {"logprob", "logit-diff", "prob"})) a.metric = *v;
+    a.contrast = r.string("contrast");
+    a.corrupt = r.string("corrupt");
+    if (const toml::node* node = r.node("corrupt_select")) a.corrupt_select = checked_spec(r, *node, "attribute.corrupt_select");
+    if (auto v = r.choice("method", {"atp", "ig"})) a.method = *v;
+    if (auto v = r.integer("steps", 1, 4096)) a.steps = static_cast<std::uint32_t>(*v);
+    if (auto v = r.integer("verify_top", 0, 1000000)) a.verify_top = static_cast<std::uint32_t>(*v);
+    r.finish();
+    if (target) a.target = *target;
+    if (a.metric == "logit-diff" && !a.contrast) r.fail_here("attribute.metric = \"logit-diff\" needs attribute.contrast");
+    if (a.contrast && a.metric != "logit-diff") r.fail(*table.get("contrast"), "attribute.contrast goes with metric = \"logit-diff\"");
+    if (model)
+        if (const toml::node* route = model->get("route"); route && route->value_or(std::string_view{}) == "fast")
+            throw Error(located(file, route->source(),
+                                "model.route = \"fast\" is refused with [attribute]: gradients are defined on the "
+                                "reference route (the one an attribution runs); leave model.route out or write \"reference\""));
+    return a;
+}
+
 HooksSection parse_hooks(const toml::table& table, const std::string& file) {
     HooksSection h;
     TableReader r(table, "hooks", file);
@@ -337,6 +362,7 @@ RunConfig run_config_from_toml(const toml::table& root, const fs::path& file, co
     const toml::table* output = top.table("output");
     const toml::table* hooks = top.table("hooks");
     const toml::table* dataset = top.table("dataset");
+    const toml::table* attribute = top.table("attribute");
     std::vector<ExperimentEntry> own = parse_experiments(top, display, base);
     c.saes = parse_saes(top, display, base);
     top.finish();
@@ -351,6 +377,16 @@ RunConfig run_config_from_toml(const toml::table& root, const fs::path& file, co
     if (tracing) c.tracing = parse_tracing(*tracing, display, base);
     if (output) c.output = parse_output(*output, display, base);
     if (hooks) c.hooks = parse_hooks(*hooks, display);
+    if (attribute) {
+        c.attribute = parse_attribute(*attribute, model, display);
+        if (c.attribute->target.empty() && !dataset)
+            missing_table(display, "[attribute] needs target = \"...\" (the continuation the metric scores)");
+        if (!own.empty() || !c.saes.empty())
+            missing_table(display, "[attribute] runs the gradient model alone: [[experiment]] and [[sae]] do not go with it");
+        if (prompt && c.prompt.chat) missing_table(display, "[attribute] takes prompt.text or prompt.file, not messages");
+        if (c.dataset.shard || c.dataset.shards > 1)
+            missing_table(display, "[attribute] with [dataset] runs in one process: dataset.shard and dataset.shards do not go with it");
+    }
     if (c.output.dir.empty()) c.output.dir = base / "runs" / c.source.stem();
     if (c.tracing.path.empty()) c.tracing.path = c.output.dir / "trace.jsonl";
 
@@ -452,6 +488,17 @@ boost::json::object to_json(const RunConfig& c) {
                             {"site", s.site ? json::value(*s.site) : json::value(nullptr)},
                             {"splice", s.splice}});
         out["saes"] = std::move(saes);
+    }
+    // Only an attribution run has the key, so other configs keep their hashes.
+    if (const auto& a = c.attribute) {
+        out["attribute"] = {{"target", a->target},
+                            {"metric", a->metric},
+                            {"contrast", a->contrast ? json::value(*a->contrast) : json::value(nullptr)},
+                            {"corrupt", a->corrupt ? json::value(*a->corrupt) : json::value(nullptr)},
+                            {"corrupt_select", a->corrupt_select ? json::value(*a->corrupt_select) : json::value(nullptr)},
+                            {"method", a->method},
+                            {"steps", a->steps},
+                            {"verify_top", a->verify_top}};
     }
     // Only a dataset run has the key, so single-prompt configs keep their hashes.
     if (c.dataset.path) {

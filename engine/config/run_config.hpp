@@ -139,6 +139,24 @@ struct SaeEntry {
     bool splice = true;               // false: features are read, the site never changed
 };
 
+// [attribute]: the run is `ember attribute`'s (docs/attribution.md) instead of a
+// generation: gradients of a metric on the prompt's continuation, at the [output] stages,
+// layers and positions / select (every selection spec), into output.dir. With [dataset],
+// every sample is one such run; a line's `corrupt` (and `corrupt_select`) is its pair.
+struct AttributeSection {
+    std::string target;                           // required (a dataset line's `target` overrides it)
+    std::string metric = "logprob";               // logprob | logit-diff | prob
+    std::optional<std::string> contrast;          // logit-diff's B
+    std::optional<std::string> corrupt;           // attribution patching against this prompt
+    // Which rows of the corrupted prompt patch the selected rows of the clean one (the k-th
+    // onto the k-th, as patch's source_select / target_select): a selection spec resolved
+    // in the corrupted prompt. None: position p onto position p (the prompts must align).
+    std::optional<std::string> corrupt_select;
+    std::string method = "atp";                   // atp | ig
+    std::uint32_t steps = 16;                     // ig: the path's steps
+    std::uint32_t verify_top = 0;                 // real patching of the K top sites
+};
+
 struct RunConfig {
     std::filesystem::path source;  // the config file, absolute
     ModelSection model;
@@ -150,6 +168,7 @@ struct RunConfig {
     HooksSection hooks;
     std::vector<ExperimentEntry> experiments;  // composed: defaults file, config, command line
     std::vector<SaeEntry> saes;                // [[sae]] entries, then --sae
+    std::optional<AttributeSection> attribute; // [attribute]: an attribution run
     std::optional<std::filesystem::path> defaults_file;  // the defaults file composed, if any (an input)
 };
 

@@ -84,6 +84,9 @@ const SynthShape& find_shape(std::string_view name) {
 const std::vector<SynthShape>& synth_shapes() {
     static const std::vector<SynthShape> shapes = {
         {"llama-1b", 2048, 16, 32, 8, 8192, 131072, 500000.0f, 1e-5f},
+        // Two of llama-1b's layers (its embeddings and head): what one layer costs, at a
+        // fraction of the time (the attribution memory measurements, docs/attribution.md).
+        {"llama-1b-2layer", 2048, 2, 32, 8, 8192, 131072, 500000.0f, 1e-5f},
         {"llama-tiny", 64, 2, 4, 2, 128, 2048, 10000.0f, 1e-5f},
         {"llama-tiny-k", 256, 2, 4, 2, 768, 2048, 10000.0f, 1e-5f},  // rows of 256: every K-quant applies
     };

@@ -108,7 +108,7 @@ TEST_CASE("the gradient forward reproduces the reference route's activations bit
 
             std::vector<std::size_t> rows(T);
             for (std::size_t t = 0; t < T; ++t) rows[t] = t;
-            const attribution::Tape tape = gm.forward(encoded.ids, rows);
+            const attribution::Tape tape = gm.forward(encoded.ids, rows, {}, {}, attribution::TapeKeeps::Everything);
             std::size_t compared = 0;
             for (const auto& [key, values] : capture.captured) {
                 const auto [stage, layer] = key;

@@ -163,11 +163,11 @@ TEST_CASE("every error names file:line:column") {
     const std::string ok_prompt = "[prompt]\ntext = \"hi\"\n";
     const Case cases[] = {
         {"modle = 1\n" + std::string(kMinimal), "x.toml:1:1: unknown key 'modle' (known keys: model, prompt, generation, "
-                                                "tracing, output, hooks, dataset, experiment, sae)"},
+                                                "tracing, output, hooks, dataset, attribute, experiment, sae)"},
         {std::string(kMinimal) + "modle = 1\n", "x.toml:5:1: unknown key 'modle' in [prompt] (known keys: text, file, "
                                                 "add_bos, messages, add_generation_prompt, enable_thinking, tools, template, template_name)"},
         {std::string(kMinimal) + "[modle]\n", "x.toml:5:2: unknown key 'modle' (known keys: model, prompt, generation, "
-                                              "tracing, output, hooks, dataset, experiment, sae)"},
+                                              "tracing, output, hooks, dataset, attribute, experiment, sae)"},
         {"[model]\npath = \"m.gguf\"\ntreads = 2\n" + ok_prompt,
          "x.toml:3:1: unknown key 'treads' in [model] (known keys: path, arch, route, kv_type, threads, ctx)"},
         {"[model]\npath = \"m.gguf\"\nthreads = \"2\"\n" + ok_prompt,

@@ -159,7 +159,7 @@ TEST_CASE("grid: every error names file:line:column") {
         {"[grid]\n\"model.threads\" = [1, \"two\"]\n", "bad.toml:9:23: model.threads must be an integer, not a string"},
         {"[grid]\n\"generation.top_p\" = [0.5, 2.0]\n", "bad.toml:9:28: generation.top_p = 2 is outside [0, 1]"},
         {"[grid]\n\"modle.threads\" = [1]\n",
-         "bad.toml:9:1: unknown key 'modle' (known keys: model, prompt, generation, tracing, output, hooks, dataset, experiment, sae)"},
+         "bad.toml:9:1: unknown key 'modle' (known keys: model, prompt, generation, tracing, output, hooks, dataset, attribute, experiment, sae)"},
         {"[grid]\n\"model.threads\" = 3\n", "bad.toml:9:19: grid key 'model.threads' must be a list of values, not an integer"},
         {"[grid]\n\"model.threads\" = []\n", "bad.toml:9:19: grid key 'model.threads' has no values"},
         {"[grid]\n\"model.threads\" = [1, 1]\n",

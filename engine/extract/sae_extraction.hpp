@@ -1,0 +1,69 @@
+// SAE features as extraction output (`ember extract --sae DIR`, [[sae]] in an extraction's
+// run config; docs/features.md, "Extracting features"; docs/formats.md, "SAE features").
+//
+// The Extractor keeps each SAE's site rows at the selected positions
+// (Selection::sae_sites); after the prefill they are encoded, row by row, into the
+// features of those rows, written dense or sparse:
+//
+//   dense   sae_features.saeI.npy          float32 [R, d_sae]
+//   sparse  sae_features.saeI.indptr.npy   int64   [R + 1]   row r's features are
+//           sae_features.saeI.indices.npy  int32   [nnz]     indices[indptr[r]:indptr[r+1]]
+//           sae_features.saeI.values.npy   float32 [nnz]     (ascending), values likewise
+//
+// (scipy.sparse.csr_matrix((values, indices, indptr), shape=(R, d_sae)) reads it.) Nothing
+// is spliced: an extraction reads the features, it does not edit them (`ember run` with
+// [[sae]] does). The manifest lists them under "sae_features" (sae_manifest_entry).
+#pragma once
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/run_config.hpp"
+#include "extract/extractor.hpp"
+#include "extract/inputs_record.hpp"
+#include "extract/run_directory.hpp"
+#include "features/sae.hpp"
+#include "models/model_config.hpp"
+
+namespace ember::extract {
+
+// The run's [[sae]] entries, loaded and checked against the model (their sites must be
+// layer stages); each file an SAE was read from appended to `inputs` (role "sae").
+std::vector<features::Sae> load_extraction_saes(const config::RunConfig& config, const models::ModelConfig& model,
+                                                std::vector<InputFile>& inputs);
+
+// The sites the SAEs read, for Selection::sae_sites.
+std::vector<hooks::HookSite> sae_sites(const std::vector<features::Sae>& saes);
+
+// The features of the rows the extractor kept for SAE `i`: [R, d_sae] row-major.
+std::vector<float> selected_features(const features::Sae& sae, const Extractor& extractor, std::size_t i);
+
+// Rows [R, d_sae] in CSR form, appended: indptr gets R entries (each row's end, counted
+// from `base` nonzeros before), indices and values each row's nonzero features ascending.
+struct SparseRows {
+    std::vector<std::int64_t> indptr;
+    std::vector<std::int32_t> indices;
+    std::vector<float> values;
+};
+void append_sparse(const float* dense, std::size_t rows, std::size_t d_sae, std::int64_t base, SparseRows& out);
+
+// "sae_features.sae0.npy" (part empty), "sae_features.sae0.indptr.npy" (part "indptr").
+std::string sae_file_name(std::size_t i, std::string_view part = {});
+
+// What the manifest says about SAE `i`: its stage, site and layer, the SAE (name, path,
+// format, architecture, widths, the SHA-256 of its weights and of every file read) and
+// the layout; `rows` and `nnz` the array's, `rows_meaning` what its rows are.
+boost::json::object sae_manifest_entry(std::size_t i, const features::Sae& sae, config::SaeOutput layout,
+                                       std::size_t rows, std::size_t nnz, std::string_view rows_meaning);
+
+// A single-prompt extraction's SAE arrays, written; their manifest entries.
+boost::json::array write_sae_features(RunDirectoryWriter& writer, const Extractor& extractor,
+                                      const std::vector<features::Sae>& saes, config::SaeOutput layout);
+
+}  // namespace ember::extract

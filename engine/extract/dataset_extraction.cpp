@@ -499,6 +499,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     session_options.max_batch = std::max<std::size_t>(longest, batch_tokens);
     session_options.all_logits = shape.needs_all_logits() || any_target;
     runtime::Session session(*model.model, session_options);
+    const SaeEncoders encoders(saes, *route, threads);
     // A packed evaluation holds its samples' K/V side by side: it fits the context.
     if (pack_tokens > session.context_length()) throw Error("the batches were planned for a longer context than the session's");
 
@@ -547,8 +548,9 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
         } else if (!evaluated.empty()) {
             evaluate_packed(session, model, *route, threads, evaluated);
         }
+        // Each sample's features from its own rows: the same bits however the samples were packed.
         for (SampleRows* r : evaluated)
-            for (std::size_t i = 0; i < saes.size(); ++i) r->sae_features.push_back(selected_features(saes[i], *r->extractor, i));
+            for (std::size_t i = 0; i < saes.size(); ++i) r->sae_features.push_back(encoders.selected_features(i, *r->extractor));
         for (const SampleRows& r : rows) appender.append(r, point);
         out.checkpoint(point);
         ++result.batches;

@@ -216,7 +216,10 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     run.trace = result.trace;
     run.inputs = inputs_json(inputs);
     run.threads = threads;
-    if (!saes.empty()) run.sae_features = write_sae_features(writer, extractor, saes, config.output.sae_output);
+    if (!saes.empty()) {
+        const SaeEncoders encoders(saes, *route, threads);
+        run.sae_features = write_sae_features(writer, extractor, saes, encoders, config.output.sae_output);
+    }
     write_extraction(writer, &extractor, model, prompt, run, *route, threads);
     result.write_ms = ms_since(start);
     result.dir = writer.output_dir();

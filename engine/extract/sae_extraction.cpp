@@ -4,7 +4,10 @@
 
 #include <boost/json/value_from.hpp>
 
+#include <algorithm>
+
 #include "common/error.hpp"
+#include "kernels/fast/thread_pool.hpp"  // header-only but its constructor (fast builds construct one)
 #include "features/sae_loader.hpp"
 
 namespace ember::extract {
@@ -41,14 +44,34 @@ std::vector<hooks::HookSite> sae_sites(const std::vector<features::Sae>& saes) {
     return sites;
 }
 
-std::vector<float> selected_features(const features::Sae& sae, const Extractor& extractor, std::size_t i) {
+SaeEncoders::SaeEncoders(const std::vector<features::Sae>& saes, runtime::Route route, std::size_t threads) : saes_(saes) {
+#ifndef EMBER_NO_FAST_ROUTE
+    if (route != runtime::Route::Fast) return;
+    for (const features::Sae& sae : saes) fast_.push_back(std::make_unique<features::FastEncoder>(sae));
+    pool_ = std::make_unique<kernels::fast::ThreadPool>(static_cast<int>(std::clamp<std::size_t>(threads, 1, 1024)));
+#else
+    (void)route, (void)threads;
+#endif
+}
+
+SaeEncoders::~SaeEncoders() = default;
+
+std::vector<float> SaeEncoders::selected_features(std::size_t i, const Extractor& extractor) const {
+    const features::Sae& sae = saes_.at(i);
     const Capture& rows = extractor.sae_site_rows(i);  // [R, d_in]
     if (rows.cols != sae.d_in && rows.rows() > 0)
         throw Error(fmt::format("SAE '{}' at {}: the site is {} wide, the SAE reads {}", sae.name,
                                 hooks::site_text(sae.site), rows.cols, sae.d_in));
     std::vector<float> features(rows.rows() * sae.d_sae);  // [R, d_sae]
     features::RowNorm norm;
-    if (rows.rows() > 0) features::encode(sae, rows.values.data(), rows.rows(), features.data(), norm);
+    if (rows.rows() == 0) return features;
+#ifndef EMBER_NO_FAST_ROUTE
+    if (!fast_.empty()) {
+        fast_[i]->encode(rows.values.data(), rows.rows(), features.data(), norm, *pool_);
+        return features;
+    }
+#endif
+    features::encode(sae, rows.values.data(), rows.rows(), features.data(), norm);
     return features;
 }
 
@@ -113,13 +136,14 @@ json::object sae_manifest_entry(std::size_t i, const features::Sae& sae, config:
 }
 
 json::array write_sae_features(RunDirectoryWriter& writer, const Extractor& extractor,
-                               const std::vector<features::Sae>& saes, config::SaeOutput layout) {
+                               const std::vector<features::Sae>& saes, const SaeEncoders& encoders,
+                               config::SaeOutput layout) {
     extractor.check_complete();
     json::array entries;
     const std::size_t R = extractor.selection().positions.size();
     for (std::size_t i = 0; i < saes.size(); ++i) {
         const features::Sae& sae = saes[i];
-        const std::vector<float> dense = selected_features(sae, extractor, i);
+        const std::vector<float> dense = encoders.selected_features(i, extractor);
         std::size_t nnz = 0;
         if (layout == config::SaeOutput::Dense) {
             writer.write_npy_f32(sae_file_name(i), dense.data(), {R, sae.d_sae});

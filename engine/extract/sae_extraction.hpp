@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,8 +29,10 @@
 #include "extract/extractor.hpp"
 #include "extract/inputs_record.hpp"
 #include "extract/run_directory.hpp"
+#include "features/fast_encoder.hpp"
 #include "features/sae.hpp"
 #include "models/model_config.hpp"
+#include "runtime/session.hpp"
 
 namespace ember::extract {
 
@@ -41,8 +44,24 @@ std::vector<features::Sae> load_extraction_saes(const config::RunConfig& config,
 // The sites the SAEs read, for Selection::sae_sites.
 std::vector<hooks::HookSite> sae_sites(const std::vector<features::Sae>& saes);
 
-// The features of the rows the extractor kept for SAE `i`: [R, d_sae] row-major.
-std::vector<float> selected_features(const features::Sae& sae, const Extractor& extractor, std::size_t i);
+// The run's encoders: on the fast route each SAE's product through the fast route's F32
+// kernel (features/fast_encoder.hpp), on the reference route the reference encoder.
+class SaeEncoders {
+public:
+    SaeEncoders(const std::vector<features::Sae>& saes, runtime::Route route, std::size_t threads);
+    ~SaeEncoders();
+    SaeEncoders(const SaeEncoders&) = delete;
+    SaeEncoders& operator=(const SaeEncoders&) = delete;
+
+    // The features of the rows the extractor kept for SAE `i` (Selection::sae_sites[i]):
+    // [R, d_sae] row-major.
+    std::vector<float> selected_features(std::size_t i, const Extractor& extractor) const;
+
+private:
+    const std::vector<features::Sae>& saes_;
+    std::vector<std::unique_ptr<features::FastEncoder>> fast_;  // empty on the reference route
+    std::unique_ptr<kernels::fast::ThreadPool> pool_;
+};
 
 // Rows [R, d_sae] in CSR form, appended: indptr gets R entries (each row's end, counted
 // from `base` nonzeros before), indices and values each row's nonzero features ascending.
@@ -64,6 +83,7 @@ boost::json::object sae_manifest_entry(std::size_t i, const features::Sae& sae, 
 
 // A single-prompt extraction's SAE arrays, written; their manifest entries.
 boost::json::array write_sae_features(RunDirectoryWriter& writer, const Extractor& extractor,
-                                      const std::vector<features::Sae>& saes, config::SaeOutput layout);
+                                      const std::vector<features::Sae>& saes, const SaeEncoders& encoders,
+                                      config::SaeOutput layout);
 
 }  // namespace ember::extract

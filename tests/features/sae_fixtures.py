@@ -11,8 +11,10 @@
     sae_fixtures.py reference SAE_DIR ACTS.npy OUT_PREFIX
         Computes, in float64 from the files alone (the formulas of SAELens's encode/decode,
         not Ember's code), OUT_PREFIX.features.npy [T, d_sae], OUT_PREFIX.recon.npy
-        [T, d_out] and OUT_PREFIX.margin.npy [T, d_sae]: how far each pre-activation is from
-        the boundary that decides whether the feature fires.
+        [T, d_out], OUT_PREFIX.margin.npy [T, d_sae]: how far each pre-activation is from
+        the boundary that decides whether the feature fires, and OUT_PREFIX.scale.npy
+        [T, d_sae]: sum_i |x_c[i] W_enc[i, j]| (gated: the larger of its two paths'), what
+        a float32 sum's rounding error is bounded by (an encoder summing in float32).
 
 The safetensors files are written by hand (an 8-byte header length, the JSON header, the
 data), so the tests need NumPy alone.
@@ -228,10 +230,12 @@ def reference(sae_dir, acts_path, out_prefix):
         gate = x_c @ w["W_enc"] + w["b_gate"]
         magnitude = x_c @ (w["W_enc"] * np.exp(w["r_mag"])) + w["b_mag"]
         features = (gate > 0) * np.maximum(magnitude, 0)
+        scale = np.abs(x_c) @ np.abs(w["W_enc"]) * np.maximum(np.exp(w["r_mag"]), 1.0)
         # fires when gate > 0 and magnitude > 0: the nearer boundary decides
         margin = np.minimum(np.abs(gate), np.abs(magnitude))
     else:
         pre = x_c @ w["W_enc"] + w["b_enc"]
+        scale = np.abs(x_c) @ np.abs(w["W_enc"])
         if arch in ("standard", "transcoder"):
             features, margin = np.maximum(pre, 0), np.abs(pre)
         elif arch in ("jumprelu", "jumprelu_transcoder"):
@@ -254,6 +258,7 @@ def reference(sae_dir, acts_path, out_prefix):
     np.save(out_prefix + ".features.npy", features.astype(np.float64))
     np.save(out_prefix + ".recon.npy", recon.astype(np.float64))
     np.save(out_prefix + ".margin.npy", margin.astype(np.float64))
+    np.save(out_prefix + ".scale.npy", scale.astype(np.float64))
 
 
 if __name__ == "__main__":

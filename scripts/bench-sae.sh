@@ -25,9 +25,11 @@ source "$(dirname "$0")/bench-common.sh"
 bench_build_ember
 model=$(bench_model q8_0)
 
+py=python3  # one with NumPy (the tests look the same way)
+$py -c 'import numpy' 2>/dev/null || py=/usr/bin/python3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-python3 - "$work" "$samples" "$root/tests/features" <<'PY'
+$py - "$work" "$samples" "$root/tests/features" <<'PY'
 import json, os, sys
 import numpy as np
 work, samples, fixtures = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -58,12 +60,12 @@ with open(os.path.join(work, "data.jsonl"), "w") as f:
         f.write(json.dumps({"id": f"s{i}", "text": templates[i % 3].format(roots[i % 8])}, ensure_ascii=False) + "\n")
 PY
 
-common=(extract --model "$model" --dataset "$work/data.jsonl" --stages after_layer --layers 8 --threads "$threads" --json)
+common=(extract --model "$model" --dataset "$work/data.jsonl" --select all --stages after_layer --layers 8 --threads "$threads" --json)
 run() {  # NAME EXTRA...: one run; appends "seconds rss_kib rows" to $work/NAME
     local name=$1; shift
     rm -rf "$work/out-$name"
     /usr/bin/time -f '%M' -o "$work/rss" "$ember" "${common[@]}" --out "$work/out-$name" "$@" >"$work/json"
-    python3 - "$work/json" "$(cat "$work/rss")" >>"$work/$name" <<'PY'
+    $py - "$work/json" "$(cat "$work/rss")" >>"$work/$name" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 print(r["seconds"], sys.argv[2], r["rows"])
@@ -76,7 +78,7 @@ for ((i = 0; i < rounds; ++i)); do
 done
 
 echo "uptime: $(uptime)"
-python3 - "$work" 16384 "$rounds" <<'PY'
+$py - "$work" 16384 "$rounds" <<'PY'
 import statistics, sys
 work, d_sae, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 def read(name):

@@ -548,9 +548,14 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
         } else if (!evaluated.empty()) {
             evaluate_packed(session, model, *route, threads, evaluated);
         }
-        // Each sample's features from its own rows: the same bits however the samples were packed.
-        for (SampleRows* r : evaluated)
-            for (std::size_t i = 0; i < saes.size(); ++i) r->sae_features.push_back(encoders.selected_features(i, *r->extractor));
+        // The batch's rows in one product per SAE; each row's features are the same bits in
+        // any batch (SaeEncoders::encode), so packing changes none.
+        std::vector<const Extractor*> extractors;
+        for (SampleRows* r : evaluated) extractors.push_back(&*r->extractor);
+        for (std::size_t i = 0; i < saes.size(); ++i) {
+            std::vector<std::vector<float>> features = encoders.selected_features(i, extractors);
+            for (std::size_t k = 0; k < evaluated.size(); ++k) evaluated[k]->sae_features.push_back(std::move(features[k]));
+        }
         for (const SampleRows& r : rows) appender.append(r, point);
         out.checkpoint(point);
         ++result.batches;

@@ -56,23 +56,53 @@ SaeEncoders::SaeEncoders(const std::vector<features::Sae>& saes, runtime::Route 
 
 SaeEncoders::~SaeEncoders() = default;
 
-std::vector<float> SaeEncoders::selected_features(std::size_t i, const Extractor& extractor) const {
+std::vector<float> SaeEncoders::encode(std::size_t i, const float* x, std::size_t R) const {
     const features::Sae& sae = saes_.at(i);
-    const Capture& rows = extractor.sae_site_rows(i);  // [R, d_in]
-    if (rows.cols != sae.d_in && rows.rows() > 0)
-        throw Error(fmt::format("SAE '{}' at {}: the site is {} wide, the SAE reads {}", sae.name,
-                                hooks::site_text(sae.site), rows.cols, sae.d_in));
-    std::vector<float> features(rows.rows() * sae.d_sae);  // [R, d_sae]
+    std::vector<float> features(R * sae.d_sae);  // [R, d_sae]
+    if (R == 0) return features;
     features::RowNorm norm;
-    if (rows.rows() == 0) return features;
 #ifndef EMBER_NO_FAST_ROUTE
     if (!fast_.empty()) {
-        fast_[i]->encode(rows.values.data(), rows.rows(), features.data(), norm, *pool_);
+        if (R > 1) {
+            fast_[i]->encode(x, R, features.data(), norm, *pool_);
+            return features;
+        }
+        std::vector<float> twice(x, x + sae.d_in);  // the row beside itself: the order of any longer product
+        twice.insert(twice.end(), x, x + sae.d_in);
+        std::vector<float> both(2 * sae.d_sae);
+        fast_[i]->encode(twice.data(), 2, both.data(), norm, *pool_);
+        std::copy_n(both.begin(), sae.d_sae, features.begin());
         return features;
     }
 #endif
-    features::encode(sae, rows.values.data(), rows.rows(), features.data(), norm);
+    features::encode(sae, x, R, features.data(), norm);  // the reference: row by row in double
     return features;
+}
+
+std::vector<float> SaeEncoders::selected_features(std::size_t i, const Extractor& extractor) const {
+    return selected_features(i, std::vector<const Extractor*>{&extractor}).front();
+}
+
+std::vector<std::vector<float>> SaeEncoders::selected_features(std::size_t i,
+                                                               const std::vector<const Extractor*>& extractors) const {
+    const features::Sae& sae = saes_.at(i);
+    std::vector<float> rows;  // every extractor's rows, [sum R, d_in]
+    for (const Extractor* x : extractors) {
+        const Capture& c = x->sae_site_rows(i);  // [R, d_in]
+        if (c.rows() > 0 && c.cols != sae.d_in)
+            throw Error(fmt::format("SAE '{}' at {}: the site is {} wide, the SAE reads {}", sae.name,
+                                    hooks::site_text(sae.site), c.cols, sae.d_in));
+        rows.insert(rows.end(), c.values.begin(), c.values.end());
+    }
+    const std::vector<float> all = encode(i, rows.data(), rows.size() / sae.d_in);
+    std::vector<std::vector<float>> out;
+    std::size_t at = 0;
+    for (const Extractor* x : extractors) {
+        const std::size_t n = x->sae_site_rows(i).rows() * sae.d_sae;
+        out.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(at), all.begin() + static_cast<std::ptrdiff_t>(at + n));
+        at += n;
+    }
+    return out;
 }
 
 void append_sparse(const float* dense, std::size_t rows, std::size_t d_sae, std::int64_t base, SparseRows& out) {

@@ -53,9 +53,16 @@ public:
     SaeEncoders(const SaeEncoders&) = delete;
     SaeEncoders& operator=(const SaeEncoders&) = delete;
 
-    // The features of the rows the extractor kept for SAE `i` (Selection::sae_sites[i]):
-    // [R, d_sae] row-major.
+    // SAE `i`'s features [R, d_sae] of rows x [R, d_in]. Each row's are the same bits
+    // whatever other rows it is encoded with: the fast product sums every row of a product
+    // of 2 or more rows in one order (fast::sum_order; its tiles change no output's
+    // operations), and a single row is encoded beside a copy of itself.
+    std::vector<float> encode(std::size_t i, const float* x, std::size_t R) const;
+    // The features of the rows the extractor kept for SAE `i` (Selection::sae_sites[i]).
     std::vector<float> selected_features(std::size_t i, const Extractor& extractor) const;
+    // The same for several extractors' rows at once (a dataset batch's samples: one product
+    // for all of them), one [rows, d_sae] array per extractor.
+    std::vector<std::vector<float>> selected_features(std::size_t i, const std::vector<const Extractor*>& extractors) const;
 
 private:
     const std::vector<features::Sae>& saes_;

@@ -312,4 +312,44 @@ TEST_CASE("ember extract --sae: bad requests are refused before anything is writ
     CHECK_FALSE(fs::exists(out / "manifest.json"));
 }
 
+TEST_CASE("Gemma Scope 2: features extracted from config.json + params.safetensors; unknown options refused by name") {
+    TempDir dir;
+    const fs::path saes = write_fixtures(dir.path());
+    const fs::path run = dir.path() / "run";
+    CommandResult r = ember("extract --model " + shell_quote(model_path()) + " --prompt 'hello world' --stages "
+                            "after_layer,before_layer --layers 1 --sae " + shell_quote((saes / "gemma-scope-2").string()) +
+                            " --sae " + shell_quote((saes / "gemma-scope-2-transcoder").string()) + " --out " +
+                            shell_quote(run.string()));
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    const json::array entries = manifest(run).at("sae_features").as_array();
+    REQUIRE(entries.size() == 2);
+    CHECK(entries[0].at("sae").at("format") == "gemma-scope-2");
+    CHECK(entries[1].at("site") == "before_layer:1");
+    CHECK(entries[1].at("sae").at("transcoder") == true);
+    check_against_reference(run, 0, saes / "gemma-scope-2", run / "after_layer.layer1.npy", dir.path());
+    check_against_reference(run, 1, saes / "gemma-scope-2-transcoder", run / "before_layer.layer1.npy", dir.path());
+
+    // The affine skip connection, an unknown architecture, an unknown tensor: each by name.
+    const fs::path bad = dir.path() / "bad";
+    const auto refused = [&](const std::string& from, const std::string& to, const std::string& named) {
+        fs::remove_all(bad);
+        fs::copy(saes / "gemma-scope-2", bad);
+        std::string config = read_bytes(bad / "config.json");
+        const std::size_t at = config.find(from);
+        REQUIRE(at != std::string::npos);
+        config.replace(at, from.size(), to);
+        std::ofstream(bad / "config.json", std::ios::binary | std::ios::trunc) << config;
+        const CommandResult e = ember("extract --model " + shell_quote(model_path()) + " --prompt hi --out " +
+                                      shell_quote((dir.path() / "never").string()) + " --sae " + shell_quote(bad.string()));
+        INFO(e.output);
+        CHECK(e.exit_code == 1);
+        CHECK(e.output.find(named) != std::string::npos);
+        CHECK(e.output.find("config.json") != std::string::npos);
+        CHECK_FALSE(fs::exists(dir.path() / "never"));
+    };
+    refused("\"affine_connection\": false", "\"affine_connection\": true", "key 'affine_connection'");
+    refused("\"architecture\": \"jump_relu\"", "\"architecture\": \"batch_topk\"", "key 'architecture'");
+    refused("\"width\": ", "\"width\": 1, \"w\": ", "key 'width'");
+}
+
 }  // namespace ember::test

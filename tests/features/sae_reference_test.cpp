@@ -1,10 +1,11 @@
 // Rung: activation-reference (Ember's encoder and decoder against a NumPy reference).
 //
-// A fixture model's prefill is captured at layer 1 (after_layer, residual_mid). A seeded
+// A fixture model's prefill is captured at layer 1 (before_layer, after_layer, residual_mid). A seeded
 // Python script (sae_fixtures.py) writes fixture SAEs into a temp dir — SAELens 5.x and
 // 6.x layouts, every architecture (standard, jumprelu, topk, gated), every option
 // (apply_b_dec_to_input, the four normalize_activations), F32/F16/BF16 weights, a
-// transcoder and Gemma Scope's params.npz — and computes, in float64 from the files alone,
+// transcoder, Gemma Scope's params.npz and Gemma Scope 2 (an SAE and a transcoder) — and
+// computes, in float64 from the files alone,
 // the features and reconstruction of the captured activations with SAELens's formulas.
 // Ember loads each SAE, checks it against the model and encodes/decodes the same rows:
 // - the active sets are equal except where the reference pre-activation is within 1e-6 of
@@ -54,11 +55,13 @@ public:
     std::size_t cols = 0;
     void stage(Stage stage, const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView t) override {
         if (eval.phase != hooks::Phase::Prefill || layer != kLayer) return;
-        if (stage != Stage::AfterLayer && stage != Stage::ResidualMid) return;
+        if (!wants(stage)) return;
         rows[stage].assign(t.data, t.data + t.rows * t.cols);
         cols = t.cols;
     }
-    bool wants(Stage stage) const override { return stage == Stage::AfterLayer || stage == Stage::ResidualMid; }
+    bool wants(Stage stage) const override {
+        return stage == Stage::AfterLayer || stage == Stage::ResidualMid || stage == Stage::BeforeLayer;
+    }
 };
 
 features::SiteWidths widths_of(const models::ModelConfig& c) {
@@ -154,9 +157,10 @@ TEST_CASE("fixture SAEs of every layout, architecture and option match the NumPy
     for (std::size_t t = 0; t < kTokens; ++t) ids.push_back(static_cast<std::int32_t>((53 * t + 7) % c.n_vocab));
     SiteCapture capture;
     session.prefill(ids, false, &capture);
-    REQUIRE(capture.rows.size() == 2);
+    REQUIRE(capture.rows.size() == 3);
     const std::map<Stage, fs::path> acts = {{Stage::AfterLayer, dir.path() / "after_layer.npy"},
-                                            {Stage::ResidualMid, dir.path() / "residual_mid.npy"}};
+                                            {Stage::ResidualMid, dir.path() / "residual_mid.npy"},
+                                            {Stage::BeforeLayer, dir.path() / "before_layer.npy"}};
     for (const auto& [stage, path] : acts) npy::write_f32(path, capture.rows[stage].data(), {kTokens, capture.cols});
 
     const fs::path saes = dir.path() / "saes";
@@ -165,7 +169,7 @@ TEST_CASE("fixture SAEs of every layout, architecture and option match the NumPy
                std::to_string(kLayer) + " 20261201");
 
     const boost::json::array listed = fixture_list(saes);
-    CHECK(listed.size() >= 16);
+    CHECK(listed.size() >= 18);
     for (const boost::json::value& entry : listed) {
         const boost::json::object& o = entry.as_object();
         const std::string name(o.at("name").as_string());
@@ -224,7 +228,7 @@ TEST_CASE("fixture SAEs of every layout, architecture and option match the NumPy
             features::decode(sae, ff.data(), kTokens, fnorm, frecon.data());
             const double gamma = static_cast<double>(sae.d_in + 2) * std::ldexp(1.0, -24);
             const Comparison fcmp = compare(sae, ff, frecon, prefix, gamma);
-            MESSAGE(name << (alone ? " (fast, row by row)" : " (fast)") << ": worst feature error "
+            MESSAGE(name << std::string(alone ? " (fast, row by row)" : " (fast)") << ": worst feature error "
                          << fcmp.worst_value << " relative");
             CHECK(fcmp.set_mismatches == 0);
             CHECK(fcmp.value_failures == 0);

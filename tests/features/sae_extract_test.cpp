@@ -312,7 +312,7 @@ TEST_CASE("ember extract --sae: bad requests are refused before anything is writ
     CHECK_FALSE(fs::exists(out / "manifest.json"));
 }
 
-TEST_CASE("Gemma Scope 2: features extracted from config.json + params.safetensors; unknown options refused by name") {
+TEST_CASE("Gemma Scope 2: features extracted from config.json and params.safetensors, unknown options refused by name") {
     TempDir dir;
     const fs::path saes = write_fixtures(dir.path());
     const fs::path run = dir.path() / "run";

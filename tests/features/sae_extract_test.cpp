@@ -50,7 +50,8 @@ fs::path write_fixtures(const fs::path& dir) {
     const gguf::File file = gguf::File::open(model_path());
     const std::size_t width = models::load_model(file)->config().n_embd;
     std::vector<float> acts(4 * width);
-    for (std::size_t i = 0; i < acts.size(); ++i) acts[i] = static_cast<float>((i * 37 % 17) - 8) * 0.05f;
+    // (signed: only the weights' scale comes from these)
+    for (std::size_t i = 0; i < acts.size(); ++i) acts[i] = static_cast<float>(static_cast<int>(i * 37 % 17) - 8) * 0.05f;
     npy::write_f32(dir / "acts.npy", acts.data(), {4, width});
     const fs::path saes = dir / "saes";
     fs::create_directory(saes);
@@ -350,6 +351,34 @@ TEST_CASE("Gemma Scope 2: features extracted from config.json and params.safeten
     refused("\"affine_connection\": false", "\"affine_connection\": true", "key 'affine_connection'");
     refused("\"architecture\": \"jump_relu\"", "\"architecture\": \"batch_topk\"", "key 'architecture'");
     refused("\"width\": ", "\"width\": 1, \"w\": ", "key 'width'");
+}
+
+}  // namespace ember::test
+
+namespace ember::test {
+
+TEST_CASE("ember extract CONFIG: [[sae]] with site (Gemma Scope's params.npz) and output.sae_output = sparse") {
+    TempDir dir;
+    const fs::path saes = write_fixtures(dir.path());
+    const fs::path config = dir.path() / "extract.toml", run = dir.path() / "run";
+    std::ofstream(config) << "[model]\npath = \"" << model_path() << "\"\n[prompt]\ntext = \"hello world\"\n"
+                          << "[output]\ndir = \"" << run.string() << "\"\nstages = [\"after_layer\"]\nlayers = [1]\n"
+                          << "sae_output = \"sparse\"\n[[sae]]\npath = \"" << (saes / "gemma-scope").string()
+                          << "\"\nsite = \"blocks.1.hook_resid_post\"\n";
+    const CommandResult r = ember("extract " + shell_quote(config.string()));
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    const json::object m = manifest(run);
+    const json::object& e = m.at("sae_features").as_array().at(0).as_object();
+    CHECK(e.at("layout") == "sparse");
+    CHECK(e.at("sae").at("format") == "gemma-scope");
+    CHECK(m.at("config").at("output").at("sae_output") == "sparse");
+    // The sparse arrays as a dense one, against the reference on this run's own site rows.
+    const std::size_t d_sae = e.at("shape").as_array()[1].to_number<std::size_t>();
+    const std::vector<float> dense = dense_from_sparse(run, 0, d_sae);
+    npy::write_f32(run.parent_path() / "as_dense.npy", dense.data(), {dense.size() / d_sae, d_sae});
+    fs::create_directory(dir.path() / "check");
+    fs::copy_file(run.parent_path() / "as_dense.npy", dir.path() / "check" / "sae_features.sae0.npy");
+    check_against_reference(dir.path() / "check", 0, saes / "gemma-scope", run / "after_layer.layer1.npy", dir.path());
 }
 
 }  // namespace ember::test

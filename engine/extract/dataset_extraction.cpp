@@ -133,20 +133,6 @@ std::vector<ArrayPlan> plan_arrays(const Selection& s, const models::ModelConfig
     return out;
 }
 
-// Each SAE's arrays (sae_extraction.hpp): dense, or indptr, indices and values in a row.
-void plan_sae_arrays(const std::vector<features::Sae>& saes, config::SaeOutput layout, std::vector<ArrayPlan>& out) {
-    for (std::size_t i = 0; i < saes.size(); ++i) {
-        const hooks::HookSite& site = saes[i].site;
-        if (layout == config::SaeOutput::Dense) {
-            out.push_back({sae_file_name(i), ArrayPlan::Source::SaeDense, site.stage, site.layer, "<f4", saes[i].d_sae, 1, i});
-            continue;
-        }
-        out.push_back({sae_file_name(i, "indptr"), ArrayPlan::Source::SaeIndptr, site.stage, site.layer, "<i8", 0, 1, i});
-        out.push_back({sae_file_name(i, "indices"), ArrayPlan::Source::SaeIndices, site.stage, site.layer, "<i4", 0, 1, i});
-        out.push_back({sae_file_name(i, "values"), ArrayPlan::Source::SaeValues, site.stage, site.layer, "<f4", 0, 1, i});
-    }
-}
-
 // log p(target token j | tokens before j) for every target token, from the logits of
 // every evaluated row [T, n_vocab]: logits[j - 1][id_j] - logsumexp(logits[j - 1]), in double.
 std::vector<double> target_logprobs(const Prepared& p, kernels::ConstRows logits) {
@@ -478,11 +464,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     std::vector<ArrayPlan> plans = plan_arrays(shape, model.model->config(), longest);
     plan_sae_arrays(saes, config.output.sae_output, plans);
     DatasetOutputs out(writer.dir(), std::move(plans), any_target, run_key);
-    for (std::size_t i = 0; i < out.plans().size(); ++i) {
-        if (out.plans()[i].source != ArrayPlan::Source::SaeIndptr || out.array(i).rows() > 0) continue;
-        const std::int64_t zero = 0;  // CSR's leading indptr entry, once per run (a resumed run has it)
-        out.array(i).append(&zero, 1);
-    }
+    start_sae_arrays(out);
 
     runtime::SessionOptions session_options;
     session_options.route = *route;

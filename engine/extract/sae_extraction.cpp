@@ -193,4 +193,25 @@ json::array write_sae_features(RunDirectoryWriter& writer, const Extractor& extr
     return entries;
 }
 
+void plan_sae_arrays(const std::vector<features::Sae>& saes, config::SaeOutput layout, std::vector<ArrayPlan>& out) {
+    for (std::size_t i = 0; i < saes.size(); ++i) {
+        const hooks::HookSite& site = saes[i].site;
+        if (layout == config::SaeOutput::Dense) {
+            out.push_back({sae_file_name(i), ArrayPlan::Source::SaeDense, site.stage, site.layer, "<f4", saes[i].d_sae, 1, i});
+            continue;
+        }
+        out.push_back({sae_file_name(i, "indptr"), ArrayPlan::Source::SaeIndptr, site.stage, site.layer, "<i8", 0, 1, i});
+        out.push_back({sae_file_name(i, "indices"), ArrayPlan::Source::SaeIndices, site.stage, site.layer, "<i4", 0, 1, i});
+        out.push_back({sae_file_name(i, "values"), ArrayPlan::Source::SaeValues, site.stage, site.layer, "<f4", 0, 1, i});
+    }
+}
+
+void start_sae_arrays(DatasetOutputs& out) {
+    for (std::size_t i = 0; i < out.plans().size(); ++i) {
+        if (out.plans()[i].source != ArrayPlan::Source::SaeIndptr || out.array(i).rows() > 0) continue;
+        const std::int64_t zero = 0;  // CSR's leading indptr entry, once per run (a resumed run has it)
+        out.array(i).append(&zero, 1);
+    }
+}
+
 }  // namespace ember::extract

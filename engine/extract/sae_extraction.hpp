@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "config/run_config.hpp"
+#include "extract/dataset_outputs.hpp"
 #include "extract/extractor.hpp"
 #include "extract/inputs_record.hpp"
 #include "extract/run_directory.hpp"
@@ -92,5 +93,12 @@ boost::json::object sae_manifest_entry(std::size_t i, const features::Sae& sae, 
 boost::json::array write_sae_features(RunDirectoryWriter& writer, const Extractor& extractor,
                                       const std::vector<features::Sae>& saes, const SaeEncoders& encoders,
                                       config::SaeOutput layout);
+
+// A dataset run's arrays for the SAEs (dataset_outputs.hpp): per SAE, dense, or indptr,
+// indices and values in a row (DatasetRecords appends the three together).
+void plan_sae_arrays(const std::vector<features::Sae>& saes, config::SaeOutput layout, std::vector<ArrayPlan>& out);
+// CSR's leading indptr entry (0) in each sparse SAE array that has no entry yet: once per
+// run, a resumed run keeps its own.
+void start_sae_arrays(DatasetOutputs& out);
 
 }  // namespace ember::extract

@@ -4,6 +4,7 @@
 //               [the model options: --route --threads --ctx --kv-type --arch]
 // ember extract --model MODEL --dataset FILE --out DIR [--select SPEC] [--on-empty error|skip]
 //               [--batch-tokens N] [--experiment P.so]... [--shard K/N] [the options above but --prompt/--file]
+// (either form: [--sae DIR]... [--sae-output dense|sparse], each SAE's features at the selected rows)
 // ember extract CONFIG.toml [--shard K/N] [--json]
 // Runs the prompt through the model once (prefill) and writes the chosen hidden states
 // as .npy files with a sealed manifest.json (docs/extraction.md, docs/formats.md). With a
@@ -88,6 +89,12 @@ config::RunConfig config_from_options(const po::variables_map& vm) {
             c.experiments.push_back(std::move(e));
         }
     }
+    if (vm.count("sae"))
+        for (const std::string& dir : vm["sae"].as<std::vector<std::string>>()) c.saes.push_back({absolute(dir), std::nullopt, true});
+    const std::string sae_output = vm["sae-output"].as<std::string>();
+    if (sae_output != "dense" && sae_output != "sparse") throw UsageError("--sae-output must be dense or sparse");
+    if (!vm["sae-output"].defaulted() && !vm.count("sae")) throw UsageError("ember extract: --sae-output goes with --sae DIR");
+    c.output.sae_output = sae_output == "dense" ? config::SaeOutput::Dense : config::SaeOutput::Sparse;
     extract::parse_logits(vm["logits"].as<std::string>(), c.output);
     const long long lens = vm["logit-lens"].as<long long>();
     if (lens < 0 || lens > (1 << 20)) throw UsageError("--logit-lens K must be in [0, 1048576] (0: no lens)");
@@ -168,6 +175,10 @@ int run_extract(const std::vector<std::string>& args) {
          "dataset: needed (a sample's rows up to the last one an output reads) or whole (every row; the same values)")
         ("experiment", po::value<std::vector<std::string>>(), "dataset: an experiment plugin (.so), per sample; repeatable")
         ("shard", po::value<std::string>(), "dataset: only shard K of N of the samples (K/N, K from 0); ember merge joins them")
+        ("sae", po::value<std::vector<std::string>>()->composing(),
+         "also write this SAE's features at the selected rows (repeatable; docs/features.md)")
+        ("sae-output", po::value<std::string>()->default_value("dense"),
+         "the SAE features' layout: dense ([R, d_sae] float32) or sparse (CSR: indptr, indices, values)")
         ("trace", po::value<std::string>(), "also write the operation journal to FILE")
         ("json", po::bool_switch(), "print a JSON summary")
         ("overwrite", po::bool_switch(), "replace an earlier run in the output directory (as [output] overwrite = true)")

@@ -17,6 +17,7 @@ int run_plugins(const std::vector<std::string>& args);
 int run_trace(const std::vector<std::string>& args);
 int run_extract(const std::vector<std::string>& args);
 int run_attribute(const std::vector<std::string>& args);
+int run_sae(const std::vector<std::string>& args);
 int run_verify(const std::vector<std::string>& args);
 int run_merge(const std::vector<std::string>& args);
 int run_quantize(const std::vector<std::string>& args);

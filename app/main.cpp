@@ -32,6 +32,7 @@ constexpr Subcommand kSubcommands[] = {
     {"merge", "join the shards of a dataset extraction into one sealed run directory", ember::app::run_merge},
     {"attribute", "gradients of a metric at every chosen stage, layer and position (reference route)",
      ember::app::run_attribute},
+    {"sae", "SAE features of an extraction: the rows where a feature fires most (sae top)", ember::app::run_sae},
     {"verify", "check a run directory against its manifest: checksums, shapes, seal", ember::app::run_verify},
     {"trace", "trace journals: export to the Chrome trace format, print a fingerprint", ember::app::run_trace},
     {"quantize", "rewrite an F32/F16/BF16 model with quantized weights, as llama-quantize does", ember::app::run_quantize},

@@ -186,6 +186,7 @@ OutputSection parse_output(const toml::table& table, const std::string& file, co
     }
     if (auto v = r.integer("logit_lens", 0, 1 << 20)) o.logit_lens = static_cast<std::uint32_t>(*v);
     if (auto v = r.boolean("overwrite")) o.overwrite = *v;
+    if (auto v = r.choice("sae_output", {"dense", "sparse"})) o.sae_output = *v == "dense" ? SaeOutput::Dense : SaeOutput::Sparse;
     r.finish();
     return o;
 }
@@ -321,11 +322,13 @@ boost::json::object extraction_json(const OutputSection& o) {
                             : o.positions.kind == PositionSelection::Kind::Last ? json::value("last")
                             : o.positions.kind == PositionSelection::Kind::Spec ? json::value(o.positions.spec)
                                                                                 : json::value_from(o.positions.list);
-    return {{"stages", std::move(stages)},
-            {"layers", std::move(layers)},
-            {"positions", std::move(positions)},
-            {"logits", logits_dump_name(o.logits)},
-            {"logit_lens", o.logit_lens}};
+    json::object out{{"stages", std::move(stages)},
+                     {"layers", std::move(layers)},
+                     {"positions", std::move(positions)},
+                     {"logits", logits_dump_name(o.logits)},
+                     {"logit_lens", o.logit_lens}};
+    if (o.sae_output == SaeOutput::Sparse) out["sae_output"] = "sparse";  // only then: other hashes stay
+    return out;
 }
 
 std::string_view failure_policy_name(FailurePolicy policy) {

@@ -80,6 +80,10 @@ struct PositionSelection {
 // Which rows' logits an extraction writes: none, the last, every row, or the selected rows.
 enum class LogitsDump { None, Last, All, Selected };
 
+// How an extraction writes each [[sae]]'s features (docs/features.md, docs/formats.md):
+// dense [R, d_sae] float32, or sparse (CSR: indptr, indices, values).
+enum class SaeOutput { Dense, Sparse };
+
 // Where the run writes, and what a hidden-state extraction records (docs/extraction.md).
 // `ember extract` always extracts; `ember run` when `extract` is true.
 struct OutputSection {
@@ -91,6 +95,7 @@ struct OutputSection {
     LogitsDump logits = LogitsDump::None;
     std::uint32_t logit_lens = 0;  // top-K per position and chosen layer; 0 = off
     bool overwrite = false;        // replace a directory holding an earlier run (--overwrite)
+    SaeOutput sae_output = SaeOutput::Dense;  // `sae_output`: the [[sae]] features' layout
 };
 
 std::string_view logits_dump_name(LogitsDump dump);  // "none" | "last" | "all" | "selected"

@@ -21,6 +21,7 @@
 #include "extract/dataset_records.hpp"
 #include "extract/inputs_record.hpp"
 #include "extract/logit_lens.hpp"
+#include "extract/sae_extraction.hpp"
 #include "hooks/hook_chain.hpp"
 
 namespace ember::extract {
@@ -43,6 +44,7 @@ struct Request {
     // evaluated: in a causal model no earlier row depends on them, and every row's
     // arithmetic is the same at any length, so the selected rows keep their bits.
     bool evaluate_whole;
+    std::vector<hooks::HookSite> sae_sites;  // the [[sae]] sites: Selection::sae_sites of every sample
 };
 
 std::string sample_name(const Sample& s, const std::filesystem::path& file) {
@@ -82,6 +84,7 @@ Prepared prepare(const Request& r, Sample sample, const std::filesystem::path& f
         p.skipped = e.what();
         p.selection.reset();
     }
+    if (p.selection) p.selection->sae_sites = r.sae_sites;
     if (!p.selection) p.evaluated_rows = 0;  // skipped
     else if (r.evaluate_whole || sample.target || p.selection->positions.empty()) p.evaluated_rows = p.evaluated.ids.size();
     else p.evaluated_rows = p.selection->positions.back() + 1;
@@ -277,8 +280,10 @@ struct BatchPlan {
     RunPoint count;
 };
 
-json::object dataset_manifest_arrays(DatasetOutputs& out, const Selection& s, json::object& manifest) {
+json::object dataset_manifest_arrays(DatasetOutputs& out, const Selection& s, const std::vector<features::Sae>& saes,
+                                     config::SaeOutput sae_layout, json::object& manifest) {
     json::array tensors;
+    json::array sae_entries;
     json::array lens_layers;
     for (std::size_t i = 0; i < out.plans().size(); ++i) {
         const ArrayPlan& plan = out.plans()[i];
@@ -318,8 +323,20 @@ json::object dataset_manifest_arrays(DatasetOutputs& out, const Selection& s, js
                                        {"shape", shape}});
                 break;
             case ArrayPlan::Source::LensLogits: break;
+            case ArrayPlan::Source::SaeDense:
+            case ArrayPlan::Source::SaeIndptr: {
+                const bool dense = plan.source == ArrayPlan::Source::SaeDense;
+                const std::size_t rows = dense ? a.rows() : a.rows() - 1;  // indptr: R + 1 entries
+                const std::size_t nnz = dense ? 0 : out.array(i + 1).rows();
+                sae_entries.push_back(sae_manifest_entry(plan.sae, saes[plan.sae], sae_layout, rows, nnz,
+                                                         "rows.jsonl, one line per row"));
+                break;
+            }
+            case ArrayPlan::Source::SaeIndices:
+            case ArrayPlan::Source::SaeValues: break;
         }
     }
+    if (!saes.empty()) manifest["sae_features"] = std::move(sae_entries);
     manifest["tensors"] = std::move(tensors);
     if (s.lens_top_k > 0) {
         manifest["logit_lens"] = {{"top_k", s.lens_top_k},
@@ -380,16 +397,20 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     const bool evaluate_whole = config.dataset.evaluate_whole || options.experiments ||
                                 shape.has(hooks::Stage::AttentionPattern) || shape.has(hooks::Stage::BeforeLogits) ||
                                 shape.has(hooks::Stage::AfterLogits) || shape.logits != config::LogitsDump::None;
+    // Hashed before they are read: a change while the run reads them fails it (check_inputs_unchanged).
+    std::vector<InputFile> inputs = collect_inputs(config, model.sha256, model.file.mapping()->state());
+    const std::vector<features::Sae> saes = load_extraction_saes(config, model.model->config(), inputs);
+    if (!saes.empty() && config.dataset.shard)
+        throw Error("a dataset shard with SAEs ([[sae]], --sae): ember merge does not join SAE feature arrays yet; run "
+                    "the dataset whole");
     const Request request{model,         output,         selection::parse(config.dataset.select), config.prompt.add_bos,
-                          config.dataset.skip_empty, context_length, evaluate_whole};
+                          config.dataset.skip_empty, context_length, evaluate_whole, sae_sites(saes)};
 
     // Every line read, tokenized and resolved before anything is written, and the run's
     // batches planned: consecutive samples of at most pack_tokens tokens in all (a longer
     // sample alone), as the loop below evaluates them. A shard is a contiguous range of the
     // whole run's batches (config/shard.hpp over the batch count), so it evaluates exactly
     // what the unsharded run evaluates and its rows are the same bits on any route.
-    // Hashed before they are read: a change while the run reads them fails it (check_inputs_unchanged).
-    const std::vector<InputFile> inputs = collect_inputs(config, model.sha256, model.file.mapping()->state());
     const DatasetInfo info = scan_dataset(file);
     const std::size_t pack_tokens = std::min(batch_tokens, context_length);
     std::vector<BatchPlan> batches;
@@ -436,8 +457,14 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     directory_options.resumable = dataset_run_resumable;
     RunDirectoryWriter writer(config.output.dir, directory_options);
     if (holds_dataset_failure_record(writer.dir())) std::filesystem::remove(writer.dir() / "run.json");
-    const std::string run_key = sha256_hex(config::canonical_json(config) + info.sha256);
-    DatasetOutputs out(writer.dir(), plan_arrays(shape, model.model->config(), longest), any_target, run_key);
+    std::string sae_digests;  // a changed SAE file starts the run over, like a changed config
+    for (const InputFile& input : inputs)
+        if (input.role == "sae") sae_digests += input.sha256;
+    const std::string run_key = sha256_hex(config::canonical_json(config) + info.sha256 + sae_digests);
+    std::vector<ArrayPlan> plans = plan_arrays(shape, model.model->config(), longest);
+    plan_sae_arrays(saes, config.output.sae_output, plans);
+    DatasetOutputs out(writer.dir(), std::move(plans), any_target, run_key);
+    start_sae_arrays(out);
 
     runtime::SessionOptions session_options;
     session_options.route = *route;
@@ -454,6 +481,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     session_options.max_batch = std::max<std::size_t>(longest, batch_tokens);
     session_options.all_logits = shape.needs_all_logits() || any_target;
     runtime::Session session(*model.model, session_options);
+    const SaeEncoders encoders(saes, *route, threads);
     // A packed evaluation holds its samples' K/V side by side: it fits the context.
     if (pack_tokens > session.context_length()) throw Error("the batches were planned for a longer context than the session's");
 
@@ -501,6 +529,14 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
                                 sample_name(r->prepared->sample, file));
         } else if (!evaluated.empty()) {
             evaluate_packed(session, model, *route, threads, evaluated);
+        }
+        // The batch's rows in one product per SAE; each row's features are the same bits in
+        // any batch (SaeEncoders::encode), so packing changes none.
+        std::vector<const Extractor*> extractors;
+        for (SampleRows* r : evaluated) extractors.push_back(&*r->extractor);
+        for (std::size_t i = 0; i < saes.size(); ++i) {
+            std::vector<std::vector<float>> features = encoders.selected_features(i, extractors);
+            for (std::size_t k = 0; k < evaluated.size(); ++k) evaluated[k]->sae_features.push_back(std::move(features[k]));
         }
         for (const SampleRows& r : rows) appender.append(r, point);
         out.checkpoint(point);
@@ -559,7 +595,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
         {"inputs", std::move(recorded_inputs)},
         {"trace", nullptr},
     };
-    dataset_manifest_arrays(out, shape, manifest);
+    dataset_manifest_arrays(out, shape, saes, config.output.sae_output, manifest);
     if (config.dataset.shard) {  // last: ember merge takes it off
         manifest["shard"] = shard_record(*config.dataset.shard, info.samples, {begin, end}, batches.size(),
                                          {first_batch, end_batch}, first.rows, manifest.at("config").as_object(),

@@ -23,7 +23,9 @@ inline constexpr const char* kProgressName = "progress.json";
 
 // One stacked array: which capture feeds it.
 struct ArrayPlan {
-    enum class Source { Stage, Logits, LensIds, LensLogits };
+    // Sae*: SAE `sae`'s features (sae_extraction.hpp): dense [R, d_sae], or sparse, three
+    // 1-D arrays (indptr [R + 1] int64, indices int32 and values float32 [nnz]).
+    enum class Source { Stage, Logits, LensIds, LensLogits, SaeDense, SaeIndptr, SaeIndices, SaeValues };
     std::string name;  // after_layer.layer3.npy, before_logits.npy, logits.npy, logit_lens.layer3.ids.npy
     Source source = Source::Stage;
     hooks::Stage stage = hooks::Stage::AfterLayer;
@@ -33,6 +35,7 @@ struct ArrayPlan {
     // attention_pattern: n_head rows per selected row, each the sample's n_kv weights
     // followed by zeros up to `cols` (the dataset's longest evaluation).
     std::size_t rows_per_row = 1;
+    std::size_t sae = 0;  // Source::Sae*: the index in the run's [[sae]] list
 };
 
 // Where a run stands: samples, rows and tokens done.

@@ -9,6 +9,7 @@
 
 #include "common/strict_json.hpp"
 #include "common/error.hpp"
+#include "extract/sae_extraction.hpp"
 
 namespace ember::extract {
 namespace {
@@ -86,6 +87,21 @@ void DatasetRecords::append_arrays(const SampleRows& s) {
                     else out_.array(i).append(l.logits.data(), rows);
                 }
                 break;
+            case ArrayPlan::Source::SaeDense: out_.array(i).append(s.sae_features.at(plan.sae).data(), rows); break;
+            case ArrayPlan::Source::SaeIndptr: {
+                // indptr, indices, values: three plans in a row; the row ends count every earlier nonzero.
+                const std::vector<float>& dense = s.sae_features.at(plan.sae);  // [rows, d_sae]
+                if (rows == 0) break;
+                NpyAppender& indices = out_.array(i + 1);
+                SparseRows sparse;
+                append_sparse(dense.data(), rows, dense.size() / rows, static_cast<std::int64_t>(indices.rows()), sparse);
+                out_.array(i).append(sparse.indptr.data(), rows);
+                indices.append(sparse.indices.data(), sparse.indices.size());
+                out_.array(i + 2).append(sparse.values.data(), sparse.values.size());
+                break;
+            }
+            case ArrayPlan::Source::SaeIndices:
+            case ArrayPlan::Source::SaeValues: break;  // with SaeIndptr
         }
     }
 }

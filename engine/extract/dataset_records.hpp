@@ -38,6 +38,7 @@ struct SampleRows {
     std::optional<Extractor> extractor;  // none: skipped
     std::vector<LensLayer> lens;
     std::vector<double> target;          // per target token
+    std::vector<std::vector<float>> sae_features;  // per [[sae]]: [rows, d_sae] (sae_extraction.hpp)
 };
 
 // Appends evaluated samples, in dataset order, to the run's files.

@@ -16,6 +16,7 @@
 #include "common/sha256.hpp"
 #include "extract/inputs_record.hpp"
 #include "extract/logit_lens.hpp"
+#include "extract/sae_extraction.hpp"
 
 namespace ember::extract {
 namespace {
@@ -163,6 +164,7 @@ void write_extraction(RunDirectoryWriter& writer, const Extractor* extractor, co
         {"trace", std::move(trace)},
     };
     if (!run.lifecycle.is_null()) manifest["lifecycle"] = run.lifecycle;
+    if (!run.sae_features.is_null()) manifest["sae_features"] = run.sae_features;
     writer.commit(std::move(manifest));
 }
 
@@ -171,9 +173,11 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     const auto route = runtime::route_from_name(config.model.route);
     if (!route) throw Error(fmt::format("model.route '{}' is not one of reference, fast", config.model.route));
     // Hashed before they are read: a change while the run reads them fails it (check_inputs_unchanged).
-    const std::vector<InputFile> inputs = collect_inputs(config, model.sha256, model.file.mapping()->state());
+    std::vector<InputFile> inputs = collect_inputs(config, model.sha256, model.file.mapping()->state());
+    const std::vector<features::Sae> saes = load_extraction_saes(config, model.model->config(), inputs);
     const EncodedPrompt prompt = encode_run_prompt(model, config.prompt);
-    const Selection selection = resolve(config.output, model.model->config(), prompt.text, prompt.tokens);
+    Selection selection = resolve(config.output, model.model->config(), prompt.text, prompt.tokens);
+    selection.sae_sites = sae_sites(saes);
     const std::size_t threads = effective_threads(config.model.threads);
 
     // One writer per directory; an earlier run is refused, or replaced with --overwrite.
@@ -212,6 +216,10 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     run.trace = result.trace;
     run.inputs = inputs_json(inputs);
     run.threads = threads;
+    if (!saes.empty()) {
+        const SaeEncoders encoders(saes, *route, threads);
+        run.sae_features = write_sae_features(writer, extractor, saes, encoders, config.output.sae_output);
+    }
     write_extraction(writer, &extractor, model, prompt, run, *route, threads);
     result.write_ms = ms_since(start);
     result.dir = writer.output_dir();

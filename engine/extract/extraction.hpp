@@ -48,6 +48,9 @@ struct RunRecord {
     // ember run: what the experiments' lifecycle requests changed (a skip, a rewritten
     // prompt; app/run_job.hpp lifecycle_json); null: nothing, and the manifest has no "lifecycle".
     boost::json::value lifecycle = nullptr;
+    // extract --sae: the SAE feature arrays' entries (sae_extraction.hpp); null: none, and
+    // the manifest has no "sae_features".
+    boost::json::value sae_features = nullptr;
 };
 
 // Writes every capture, the logits dump and the logit lens of `extractor` (none when

@@ -88,6 +88,11 @@ Extractor::Extractor(Selection selection) : selection_(std::move(selection)) {
         for (std::uint32_t l : selection_.layers)
             lens_.push_back(empty_capture(hooks::Stage::AfterLayer, l, selection_.positions));
     }
+    for (const hooks::HookSite& site : selection_.sae_sites) {
+        if (!site.layer || !is_layer_stage(site.stage) || site.stage == hooks::Stage::AttentionPattern)
+            throw Error(fmt::format("extraction: an SAE at {} is not extracted (layer stages only)", hooks::site_text(site)));
+        sae_sites_.push_back(empty_capture(site.stage, site.layer, selection_.positions));
+    }
 }
 
 void Extractor::record(hooks::Stage stage, std::optional<std::uint32_t> layer, const hooks::EvalInfo& eval,
@@ -100,6 +105,8 @@ void Extractor::record(hooks::Stage stage, std::optional<std::uint32_t> layer, c
         if (stage == hooks::Stage::AfterLogits && logits_) copy_rows(*logits_, first, view);
         return;
     }
+    for (Capture& c : sae_sites_)
+        if (c.stage == stage && c.layer == layer) copy_rows(c, eval.start_position, view);
     if (!selection_.has_layer(*layer)) return;
     const auto index = static_cast<std::size_t>(
         std::lower_bound(selection_.layers.begin(), selection_.layers.end(), *layer) - selection_.layers.begin());
@@ -117,6 +124,8 @@ void Extractor::stage(hooks::Stage stage, const hooks::EvalInfo& eval, std::uint
 
 bool Extractor::wants(hooks::Stage stage) const {
     if (selection_.has(stage)) return true;
+    for (const hooks::HookSite& site : selection_.sae_sites)
+        if (site.stage == stage) return true;
     if (stage == hooks::Stage::AfterLayer) return !lens_.empty();
     return stage == hooks::Stage::AfterLogits && logits_.has_value();
 }
@@ -146,6 +155,7 @@ void Extractor::check_complete() const {
     for (const Capture* c : captures()) check(*c);
     if (logits_) check(*logits_);
     for (const Capture& c : lens_) check(c);
+    for (const Capture& c : sae_sites_) check(c);
 }
 
 }  // namespace ember::extract

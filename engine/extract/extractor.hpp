@@ -51,6 +51,8 @@ public:
     const Capture* logits() const { return logits_ ? &*logits_ : nullptr; }
     // after_layer rows for the logit lens, one per chosen layer (empty without a lens).
     const std::vector<Capture>& lens_sources() const { return lens_; }
+    // The rows of Selection::sae_sites[i] at the selected positions ([positions, width]).
+    const Capture& sae_site_rows(std::size_t i) const { return sae_sites_.at(i); }
 
 private:
     void record(hooks::Stage stage, std::optional<std::uint32_t> layer, const hooks::EvalInfo& eval,
@@ -61,6 +63,7 @@ private:
     std::vector<Capture> logits_stages_;              // before_logits, after_logits
     std::optional<Capture> logits_;
     std::vector<Capture> lens_;
+    std::vector<Capture> sae_sites_;  // one per Selection::sae_sites
 };
 
 }  // namespace ember::extract

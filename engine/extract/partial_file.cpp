@@ -101,7 +101,7 @@ NpyAppender::NpyAppender(fs::path final_path, std::string descr, std::size_t col
 }
 
 std::size_t NpyAppender::row_bytes() const {
-    const std::size_t element = descr_ == "<f8" ? 8 : 4;
+    const std::size_t element = descr_ == "<f8" || descr_ == "<i8" ? 8 : 4;
     return element * (cols_ == 0 ? 1 : cols_);
 }
 

@@ -274,6 +274,11 @@ FileRecord RunDirectoryWriter::write_npy_i32(const std::string& name, const std:
     return write_bytes(name, npy::header("<i4", shape), data, npy::element_count(shape) * sizeof(std::int32_t));
 }
 
+FileRecord RunDirectoryWriter::write_npy_i64(const std::string& name, const std::int64_t* data,
+                                             const std::vector<std::size_t>& shape) {
+    return write_bytes(name, npy::header("<i8", shape), data, npy::element_count(shape) * sizeof(std::int64_t));
+}
+
 FileRecord RunDirectoryWriter::write_text(const std::string& name, std::string_view text) {
     return write_bytes(name, text, nullptr, 0);
 }

@@ -62,8 +62,8 @@ Selection resolve_common(const config::OutputSection& output, const models::Mode
     s.n_tokens = n_tokens;
     for (const std::string& name : output.stages) {
         if (name == hooks::stage_name(hooks::Stage::SaeFeatures))
-            throw Error("output.stages: sae_features is not extracted as a stage (its width is the SAE's); SAE "
-                        "features extraction (ember extract --sae) is not implemented yet");
+            throw Error("output.stages: sae_features is not extracted as a stage (its width is the SAE's): load the "
+                        "SAE (--sae DIR, [[sae]]) and its features are extracted");
         bool known = false;
         for (hooks::Stage stage : kStages) {
             if (hooks::stage_name(stage) != name) continue;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "config/run_config.hpp"
+#include "hooks/hook_names.hpp"
 #include "hooks/hooks.hpp"
 #include "models/model_config.hpp"
 #include "tokenizer/token.hpp"
@@ -42,6 +43,9 @@ struct Selection {
     std::size_t n_tokens = 0;            // the prompt's length
     config::LogitsDump logits = config::LogitsDump::None;
     std::uint32_t lens_top_k = 0;        // 0: no logit lens
+    // The sites of the run's SAEs (extract --sae): their rows at `positions` are kept for
+    // the encoders (Extractor::sae_site_rows), not written as stages. Layer stages only.
+    std::vector<hooks::HookSite> sae_sites;
 
     bool has(hooks::Stage s) const { return stages[hooks::index_of(s)]; }
     bool has_layer(std::uint32_t layer) const;

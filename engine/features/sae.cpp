@@ -106,38 +106,46 @@ std::string_view normalization_name(Normalization n) {
     return "?";
 }
 
-void encode(const Sae& sae, const float* x, std::size_t T, float* features, RowNorm& norm) {
-    const std::size_t d_in = sae.d_in, d_sae = sae.d_sae;
+void reset_norm(std::size_t T, RowNorm& norm) {
     norm.in_scale.assign(T, 1.0f);
     norm.in_shift.assign(T, 0.0f);
     norm.out_scale.assign(T, 1.0f);
     norm.out_shift.assign(T, 0.0f);
+}
+
+void encoder_input(const Sae& sae, const float* row, std::size_t t, RowNorm& norm, double* x_c) {
+    row_norm(sae, row, norm.in_scale[t], norm.out_scale[t], norm.in_shift[t]);
+    if (sae.is_transcoder()) norm.out_scale[t] = 1.0f;  // SAELens's transcoders decode without denormalizing
+    else norm.out_shift[t] = norm.in_shift[t];
+    for (std::size_t i = 0; i < sae.d_in; ++i) {
+        const double centred = (static_cast<double>(row[i]) - norm.in_shift[t]) * norm.in_scale[t];
+        x_c[i] = centred - (sae.apply_b_dec_to_input ? sae.b_dec[i] : 0.0);
+    }
+}
+
+void features_from_product(const Sae& sae, std::vector<double>& pre, float* f) {
+    const std::size_t d_sae = sae.d_sae;
+    if (sae.architecture == Architecture::Gated) {
+        // x_c (W_enc ∘ exp(r_mag)) = exp(r_mag) ∘ (x_c W_enc): one product for both paths
+        for (std::size_t j = 0; j < d_sae; ++j) {
+            const double gate = pre[j] + sae.b_gate[j];
+            const double magnitude = pre[j] * std::exp(static_cast<double>(sae.r_mag[j])) + sae.b_mag[j];
+            f[j] = gate > 0.0 ? static_cast<float>(std::max(magnitude, 0.0)) : 0.0f;
+        }
+        return;
+    }
+    for (std::size_t j = 0; j < d_sae; ++j) pre[j] += sae.b_enc[j];
+    activate(sae, pre, f);
+}
+
+void encode(const Sae& sae, const float* x, std::size_t T, float* features, RowNorm& norm) {
+    const std::size_t d_in = sae.d_in, d_sae = sae.d_sae;
+    reset_norm(T, norm);
     std::vector<double> x_c(d_in), pre(d_sae);
-    // gated: x_c (W_enc ∘ exp(r_mag)) = exp(r_mag) ∘ (x_c W_enc), one product for both paths
-    std::vector<double> gain;
-    if (sae.architecture == Architecture::Gated)
-        for (float r : sae.r_mag) gain.push_back(std::exp(static_cast<double>(r)));
     for (std::size_t t = 0; t < T; ++t) {
-        const float* row = x + t * d_in;
-        row_norm(sae, row, norm.in_scale[t], norm.out_scale[t], norm.in_shift[t]);
-        if (sae.is_transcoder()) norm.out_scale[t] = 1.0f;  // SAELens's transcoders decode without denormalizing
-        else norm.out_shift[t] = norm.in_shift[t];
-        for (std::size_t i = 0; i < d_in; ++i) {
-            const double centred = (static_cast<double>(row[i]) - norm.in_shift[t]) * norm.in_scale[t];
-            x_c[i] = centred - (sae.apply_b_dec_to_input ? sae.b_dec[i] : 0.0);
-        }
-        float* f = features + t * d_sae;
-        if (sae.architecture == Architecture::Gated) {
-            affine(x_c, sae.W_enc, {}, d_sae, pre);  // x_c W_enc, no bias yet
-            for (std::size_t j = 0; j < d_sae; ++j) {
-                const double gate = pre[j] + sae.b_gate[j];
-                const double magnitude = pre[j] * gain[j] + sae.b_mag[j];
-                f[j] = gate > 0.0 ? static_cast<float>(std::max(magnitude, 0.0)) : 0.0f;
-            }
-        } else {
-            affine(x_c, sae.W_enc, sae.b_enc, d_sae, pre);
-            activate(sae, pre, f);
-        }
+        encoder_input(sae, x + t * d_in, t, norm, x_c.data());
+        affine(x_c, sae.W_enc, {}, d_sae, pre);  // x_c W_enc, the bias added with the activation
+        features_from_product(sae, pre, features + t * d_sae);
     }
 }
 

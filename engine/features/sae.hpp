@@ -77,8 +77,17 @@ struct RowNorm {
     std::vector<float> out_scale, out_shift;  // [T]; a transcoder's output is not denormalized (1, 0)
 };
 
-// f = encode(x): x [T, d_in] row-major, features [T, d_sae]. Sums in double.
+// f = encode(x): x [T, d_in] row-major, features [T, d_sae]. Sums in double: the
+// reference encoder (fast_encoder.hpp computes the product with the fast route's kernels).
 void encode(const Sae& sae, const float* x, std::size_t T, float* features, RowNorm& norm);
+
+// The encoder's steps, shared by both encoders:
+// `norm` sized for T rows, every row's normalization the identity.
+void reset_norm(std::size_t T, RowNorm& norm);
+// Row t's normalization into `norm`, and the encoder's input x_c [d_in] = normalize(row) - b_dec·apply.
+void encoder_input(const Sae& sae, const float* row, std::size_t t, RowNorm& norm, double* x_c);
+// A row's features [d_sae] from its product `pre` = x_c W_enc [d_sae] (no bias; changed in place).
+void features_from_product(const Sae& sae, std::vector<double>& pre, float* f);
 
 // The reconstruction of every row: out [T, d_out] = denormalize(f W_dec + b_dec), the
 // decoder read for active features only.

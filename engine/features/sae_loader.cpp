@@ -269,6 +269,66 @@ Sae load_gemma_scope(const fs::path& file, const fs::path& dir, const SaeLoadOpt
     return sae;
 }
 
+// Gemma Scope 2 (as SAELens's gemma_3 loader reads it): DIR/config.json names the sites as
+// Hugging Face module names (hf_hook_point_in, and for a transcoder hf_hook_point_out),
+// DIR/params.safetensors holds w_enc [d_in, d_sae], w_dec [d_sae, d_out], b_enc, b_dec
+// and threshold: JumpReLU, no b_dec on the input, no normalization.
+Sae load_gemma_scope_2(const fs::path& dir, const SaeLoadOptions& options) {
+    const Config cfg = read_config(dir / "config.json");
+    const std::string arch = cfg.string("architecture").value_or("jump_relu");
+    if (arch != "jump_relu" && arch != "jumprelu")
+        cfg.fail("architecture", fmt::format("'{}' is not one Ember computes for Gemma Scope 2 (jump_relu)", arch));
+    if (cfg.boolean("affine_connection", false))
+        cfg.fail("affine_connection", "true: the transcoder's affine skip connection is not implemented in Ember");
+    const std::optional<std::string> in = cfg.string("hf_hook_point_in");
+    if (!in && !options.site) cfg.fail("hf_hook_point_in", "missing, and no site was given");
+    const std::optional<std::string> out = cfg.string("hf_hook_point_out");
+    const bool transcoder = out && *out != in.value_or("");
+
+    const fs::path weights = dir / "params.safetensors";
+    const SafetensorsFile st = SafetensorsFile::open(weights);
+    const SafetensorsTensor* enc = st.find("w_enc");
+    const SafetensorsTensor* dec = st.find("w_dec");
+    if (!enc || enc->shape.size() != 2)
+        throw Error(fmt::format("{}: tensor 'w_enc': missing or not 2-D", weights.string()));
+    if (!dec || dec->shape.size() != 2)
+        throw Error(fmt::format("{}: tensor 'w_dec': missing or not 2-D", weights.string()));
+    Sae sae;
+    sae.name = sae_name(dir);
+    sae.path = dir;
+    sae.format = "gemma-scope-2";
+    sae.architecture = Architecture::JumpRelu;
+    sae.d_in = enc->shape[0];
+    sae.d_sae = enc->shape[1];
+    sae.d_out = dec->shape[1];
+    if (!transcoder && sae.d_out != sae.d_in)
+        throw Error(fmt::format("{}: tensor 'w_dec': {} wide, but an SAE decodes into its d_in ({})", weights.string(),
+                                sae.d_out, sae.d_in));
+    if (cfg.find("width") && cfg.positive("width") != sae.d_sae)
+        cfg.fail("width", fmt::format("{}, but w_enc has {} features", cfg.positive("width"), sae.d_sae));
+    sae.apply_b_dec_to_input = false;
+    sae.hook_name = options.site.value_or(in.value_or(""));
+    sae.site = resolve_site(cfg.path(), sae.hook_name);
+    if (transcoder) {
+        sae.output_hook_name = *out;
+        sae.output_site = resolve_site(cfg.path(), *out);
+    }
+    const std::set<std::string> known = {"w_enc", "w_dec", "b_enc", "b_dec", "threshold"};
+    for (const SafetensorsTensor& t : st.tensors())
+        if (!known.contains(t.name))
+            throw Error(fmt::format("{}: tensor '{}': not a Gemma Scope 2 weight (w_enc, w_dec, b_enc, b_dec, threshold)",
+                                    weights.string(), t.name));
+    const std::uint64_t n = sae.d_sae;
+    sae.W_enc = st.floats(st.require("w_enc", {sae.d_in, n}));
+    sae.W_dec = st.floats(st.require("w_dec", {n, sae.d_out}));
+    sae.b_enc = st.floats(st.require("b_enc", {n}));
+    sae.b_dec = st.floats(st.require("b_dec", {sae.d_out}));
+    sae.threshold = st.floats(st.require("threshold", {n}));
+    sae.inputs.push_back({dir / "config.json", cached_sha256_file_hex(dir / "config.json")});
+    sae.inputs.push_back({weights, cached_sha256_file_hex(weights)});
+    return sae;
+}
+
 }  // namespace
 
 Sae load_sae(const fs::path& path, const SaeLoadOptions& options) {
@@ -283,12 +343,14 @@ Sae load_sae(const fs::path& path, const SaeLoadOptions& options) {
     if (!fs::is_directory(path, ec)) throw Error(fmt::format("{}: no such SAE directory", path.string()));
     if (fs::exists(path / "cfg.json")) return load_saelens(path, options);
     if (fs::exists(path / "params.npz")) return load_gemma_scope(path / "params.npz", path, options);
-    if (fs::exists(path / "params.safetensors"))
-        throw Error(fmt::format("{}: params.safetensors (Gemma Scope 2): not supported yet; docs/features.md lists the "
-                                "layouts Ember reads",
-                                path.string()));
+    if (fs::exists(path / "params.safetensors")) {
+        if (!fs::exists(path / "config.json"))
+            throw Error(fmt::format("{}: params.safetensors without config.json (Gemma Scope 2 keeps its sites there)",
+                                    path.string()));
+        return load_gemma_scope_2(path, options);
+    }
     throw Error(fmt::format("{}: holds no SAE Ember reads (SAELens: cfg.json + sae_weights.safetensors; Gemma Scope: "
-                            "params.npz)",
+                            "params.npz; Gemma Scope 2: config.json + params.safetensors)",
                             path.string()));
 }
 

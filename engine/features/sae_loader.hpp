@@ -5,6 +5,9 @@
 //   Gemma Scope                DIR/params.npz (or the file itself): W_enc, W_dec, b_enc, b_dec,
 //                              threshold (JumpReLU, no b_dec on the input); the file names no
 //                              site, so one must be given (`site`)
+//   Gemma Scope 2              DIR/config.json (hf_hook_point_in / _out: Hugging Face module
+//                              names) + DIR/params.safetensors (w_enc, w_dec, b_enc, b_dec,
+//                              threshold; JumpReLU); a transcoder when _out differs from _in
 //
 // Every option that changes the computation is read and checked; a value Ember does not
 // implement (an unknown architecture, a hook_head_index, finetuning_scaling_factor, topk's

@@ -517,5 +517,5 @@ logit_lens = 10
     CHECK(error_of(out + "extract = \"yes\"\n") == "x.toml:6:11: output.extract must be true or false, not a string");
     CHECK(error_of(out + "stage = [\"after_layer\"]\n") ==
           "x.toml:6:1: unknown key 'stage' in [output] (known keys: dir, extract, stages, layers, positions, select, logits, "
-          "logit_lens, overwrite)");
+          "logit_lens, overwrite, sae_output)");
 }

@@ -11,8 +11,10 @@
     sae_fixtures.py reference SAE_DIR ACTS.npy OUT_PREFIX
         Computes, in float64 from the files alone (the formulas of SAELens's encode/decode,
         not Ember's code), OUT_PREFIX.features.npy [T, d_sae], OUT_PREFIX.recon.npy
-        [T, d_out] and OUT_PREFIX.margin.npy [T, d_sae]: how far each pre-activation is from
-        the boundary that decides whether the feature fires.
+        [T, d_out], OUT_PREFIX.margin.npy [T, d_sae]: how far each pre-activation is from
+        the boundary that decides whether the feature fires, and OUT_PREFIX.scale.npy
+        [T, d_sae]: sum_i |x_c[i] W_enc[i, j]| (gated: the larger of its two paths'), what
+        a float32 sum's rounding error is bounded by (an encoder summing in float32).
 
 The safetensors files are written by hand (an 8-byte header length, the JSON header, the
 data), so the tests need NumPy alone.
@@ -182,6 +184,27 @@ def write(out_dir, acts_path, layer, seed):
     np.savez(os.path.join(d, "params.npz"), **{k: v.astype(np.float32) for k, v in w.items()})
     listed.append({"name": "gemma-scope", "format": "gemma-scope", "site": f"after_layer:{layer}",
                    "site_given": True})
+
+    # Gemma Scope 2: config.json (Hugging Face module names) + params.safetensors with
+    # lowercase keys, JumpReLU; an SAE at model.layers.L.output, and a transcoder reading
+    # the layer's input and writing its MLP's output (F16 weights).
+    for name, hook_in, hook_out, dtype, site, output_site in (
+            ("gemma-scope-2", f"model.layers.{layer}.output", f"model.layers.{layer}.output", "F32",
+             f"after_layer:{layer}", None),
+            ("gemma-scope-2-transcoder", f"model.layers.{layer}.input", f"model.layers.{layer}.mlp.output", "F16",
+             f"before_layer:{layer}", f"after_mlp:{layer}")):
+        d = os.path.join(out_dir, name)
+        os.makedirs(d)
+        w = weights(rng, d_in, d_sae, d_in, scale, "jumprelu")
+        write_safetensors(os.path.join(d, "params.safetensors"), {k.lower(): v for k, v in w.items()}, dtype)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump({"hf_hook_point_in": hook_in, "hf_hook_point_out": hook_out, "width": d_sae,
+                       "model_name": "fixture", "architecture": "jump_relu", "l0": 20,
+                       "affine_connection": False, "type": "transcoder" if output_site else "sae"}, f)
+        entry = {"name": name, "format": "gemma-scope-2", "site": site}
+        if output_site:
+            entry["output_site"] = output_site
+        listed.append(entry)
     with open(os.path.join(out_dir, "fixtures.json"), "w") as f:
         json.dump(listed, f)
 
@@ -193,6 +216,14 @@ def load(sae_dir):
         z = np.load(os.path.join(sae_dir, "params.npz"))
         w = {k: z[k].astype(np.float64) for k in z.files}
         return {"architecture": "jumprelu", "apply_b_dec_to_input": False, "normalize_activations": "none"}, w
+    if os.path.exists(os.path.join(sae_dir, "params.safetensors")):  # Gemma Scope 2
+        with open(os.path.join(sae_dir, "config.json")) as f:
+            raw = json.load(f)
+        w = {k.replace("w_enc", "W_enc").replace("w_dec", "W_dec"): v
+             for k, v in read_safetensors(os.path.join(sae_dir, "params.safetensors")).items()}
+        transcoder = raw["hf_hook_point_out"] != raw["hf_hook_point_in"]
+        return {"architecture": "jumprelu_transcoder" if transcoder else "jumprelu", "apply_b_dec_to_input": False,
+                "normalize_activations": "none"}, w
     with open(os.path.join(sae_dir, "cfg.json")) as f:
         cfg = json.load(f)
     w = read_safetensors(os.path.join(sae_dir, "sae_weights.safetensors"))
@@ -228,10 +259,12 @@ def reference(sae_dir, acts_path, out_prefix):
         gate = x_c @ w["W_enc"] + w["b_gate"]
         magnitude = x_c @ (w["W_enc"] * np.exp(w["r_mag"])) + w["b_mag"]
         features = (gate > 0) * np.maximum(magnitude, 0)
+        scale = np.abs(x_c) @ np.abs(w["W_enc"]) * np.maximum(np.exp(w["r_mag"]), 1.0)
         # fires when gate > 0 and magnitude > 0: the nearer boundary decides
         margin = np.minimum(np.abs(gate), np.abs(magnitude))
     else:
         pre = x_c @ w["W_enc"] + w["b_enc"]
+        scale = np.abs(x_c) @ np.abs(w["W_enc"])
         if arch in ("standard", "transcoder"):
             features, margin = np.maximum(pre, 0), np.abs(pre)
         elif arch in ("jumprelu", "jumprelu_transcoder"):
@@ -254,6 +287,7 @@ def reference(sae_dir, acts_path, out_prefix):
     np.save(out_prefix + ".features.npy", features.astype(np.float64))
     np.save(out_prefix + ".recon.npy", recon.astype(np.float64))
     np.save(out_prefix + ".margin.npy", margin.astype(np.float64))
+    np.save(out_prefix + ".scale.npy", scale.astype(np.float64))
 
 
 if __name__ == "__main__":

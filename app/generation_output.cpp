@@ -76,3 +76,12 @@ boost::json::object timings_json(const runtime::GenerationTimings& t, std::size_
 }
 
 }  // namespace ember::app
+
+namespace ember::app {
+
+void print_target(const boost::json::object& target) {
+    fmt::print(stderr, "ember: target log-probability {:.6f} over {} tokens\n", target.at("logprob").as_double(),
+               target.at("n_tokens").to_number<std::size_t>());
+}
+
+}  // namespace ember::app

@@ -130,6 +130,7 @@ json::object report_json(const ReportParts& p, const experiments::RunnerSnapshot
         {"hooks", p.hooks_active ? "active" : "disabled"},
         {"prompt", std::move(prompt)},
         {"generated", std::move(generated)},
+        {"target", p.outcome.target ? json::value(*p.outcome.target) : json::value(nullptr)},
         {"timings", std::move(timings)},
         {"trace", trace_json(p.trace)},
         {"lifecycle", lifecycle_json(p.outcome.lifecycle)},
@@ -307,12 +308,17 @@ private:
             const auto is_end = [this](std::int32_t token) { return model_.tokenizer.is_end_of_generation(token); };
             hooks::HookChain chain{runner_.get(), extractor_ ? &*extractor_ : nullptr};
             // SAEs sit in front of the run's hooks: they fire sae_features into them and splice.
-            std::vector<features::SplicedSae> spliced;
-            for (std::size_t i = 0; i < saes_.size(); ++i) spliced.push_back({&saes_[i], config_.saes[i].splice});
             std::optional<features::SaeSplicer> splicer;
-            if (!spliced.empty()) splicer.emplace(std::move(spliced), chain.simplest());
+            if (!saes_.empty()) splicer.emplace(spliced_saes(), chain.simplest());
             outcome_.result = runtime::generate(*session_, outcome_.prompt_tokens, generation_options(), is_end, on_token,
                                                 splicer ? &*splicer : chain.simplest());
+            // The target through the experiments and SAEs, not the extraction (its rows are the prompt's).
+            if (config_.prompt.target) {
+                hooks::HookChain scoring{runner_.get(), nullptr};
+                if (splicer) splicer.emplace(spliced_saes(), scoring.simplest());
+                outcome_.target = extract::score_prompt_target(*session_, model_.tokenizer, encoded_, config_.prompt,
+                                                               splicer ? &*splicer : scoring.simplest());
+            }
         }
         if (runner_)
             runner_->on_generation_complete(outcome_.result.tokens.size(), experiment_stop_reason(outcome_.result.stop_reason));
@@ -374,6 +380,7 @@ private:
         record.inputs = inputs_record_;
         record.threads = outcome_.threads;
         if (outcome_.lifecycle.changed()) record.lifecycle = lifecycle_json(outcome_.lifecycle);
+        record.target = outcome_.target;
         extract::write_extraction(*directory_, extractor_ ? &*extractor_ : nullptr, model_, encoded_, record,
                                   session_options_.route, outcome_.threads, [&] {
                                       parts_.failed_during = "run.json";
@@ -440,6 +447,12 @@ private:
                                   token_spans(encoded_)};
         for (std::int32_t id : outcome_.prompt_tokens) info.prompt_token_ids.push_back(static_cast<std::uint32_t>(id));
         return info;
+    }
+
+    std::vector<features::SplicedSae> spliced_saes() {
+        std::vector<features::SplicedSae> spliced;
+        for (std::size_t i = 0; i < saes_.size(); ++i) spliced.push_back({&saes_[i], config_.saes[i].splice});
+        return spliced;
     }
 
     static std::vector<ember_token_span> token_spans(const extract::EncodedPrompt& encoded) {

@@ -113,6 +113,9 @@ struct RunOutcome {
     std::filesystem::path manifest;              // the output directory's manifest.json
     std::string config_hash;
     Lifecycle lifecycle;
+    // prompt.target (--target): its score, after the generation in an evaluation of its own
+    // through the run's experiments (extract::score_prompt_target); none for a skipped run.
+    std::optional<boost::json::object> target;
 };
 
 // The run, here. `stages`, when set (a supervised worker's shared record), is where the

@@ -167,7 +167,7 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b) {
 
 extract::EncodedPrompt aligned_corrupt_prompt(const tokenizer::Tokenizer& tok, const AttributeRequest& r,
                                               std::size_t prompt_tokens) {
-    extract::EncodedPrompt corrupt = extract::encode_prompt(tok, *r.corrupt, r.add_bos);
+    extract::EncodedPrompt corrupt = extract::encode_prompt(tok, *r.corrupt, r.add_bos, r.special);
     if (corrupt.ids.size() != prompt_tokens)
         throw Error(fmt::format("--corrupt: the corrupted prompt is {} tokens and the clean prompt {}: attribution "
                                 "patching puts position p of one into position p of the other, so they must align "

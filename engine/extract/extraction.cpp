@@ -16,6 +16,7 @@
 #include "common/sha256.hpp"
 #include "extract/inputs_record.hpp"
 #include "extract/logit_lens.hpp"
+#include "extract/target_scoring.hpp"
 
 namespace ember::extract {
 namespace {
@@ -52,6 +53,18 @@ std::string read_prompt(const config::PromptSection& prompt) {
     if (prompt.text) return *prompt.text;
     if (!prompt.file) throw Error("the run has no prompt (prompt.text or prompt.file)");
     return read_input_file(*prompt.file, "prompt file");
+}
+
+json::object score_prompt_target(runtime::Session& session, const tokenizer::Tokenizer& tok, const EncodedPrompt& prompt,
+                                 const config::PromptSection& section, hooks::ActiveHooks* hooks) {
+    const TargetTokens t = encode_with_target(tok, prompt, *section.target, section, "--target");
+    session.reset();
+    if (t.evaluated.ids.size() > session.context_length())
+        throw Error(fmt::format("--target: the prompt and the target, {} tokens, do not fit in the context of {} tokens (--ctx)",
+                                t.evaluated.ids.size(), session.context_length()));
+    const kernels::ConstRows logits = session.prefill(t.evaluated.ids, /*all_logits=*/true, hooks);
+    return target_record(tok, t.evaluated.ids, t.prompt_tokens, t.target,
+                         score_target(t.evaluated.ids, t.prompt_tokens, logits));
 }
 
 std::size_t effective_threads(std::uint32_t threads) {
@@ -163,6 +176,19 @@ void write_extraction(RunDirectoryWriter& writer, const Extractor* extractor, co
         {"trace", std::move(trace)},
     };
     if (!run.lifecycle.is_null()) manifest["lifecycle"] = run.lifecycle;
+    if (run.target) {
+        // The files and fields of a dataset run's targets, for its one sample.
+        json::object line{{"sample", 0}, {"id", nullptr}};
+        for (const auto& [k, v] : *run.target) line[k] = v;
+        writer.write_text("targets.jsonl", strict_json(line) + "\n");
+        const double sum = run.target->at("logprob").as_double();
+        writer.write_npy_f64("targets.npy", &sum, {1});
+        manifest["targets"] = {{"file", "targets.npy"},
+                               {"shape", json::array{1}},
+                               {"dtype", "float64"},
+                               {"values", "per sample: the summed log-probability of its target (NaN: no target)"},
+                               {"tokens", "targets.jsonl"}};
+    }
     writer.commit(std::move(manifest));
 }
 
@@ -202,9 +228,13 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
         result.trace->path = config.tracing.path;
     }
 
+    // The target in an evaluation of its own: the extraction's arrays are those without it.
+    if (config.prompt.target) result.target = score_prompt_target(session, model.tokenizer, prompt, config.prompt);
+
     check_inputs_unchanged(inputs, model.file.mapping());
     start = Clock::now();
     RunRecord run;
+    run.target = result.target;
     run.route = session.backend().route();
     run.variant = session.backend().variant();
     run.config_hash = config::config_hash(config);

@@ -48,6 +48,9 @@ struct RunRecord {
     // ember run: what the experiments' lifecycle requests changed (a skip, a rewritten
     // prompt; app/run_job.hpp lifecycle_json); null: nothing, and the manifest has no "lifecycle".
     boost::json::value lifecycle = nullptr;
+    // A single prompt's --target scored (target_scoring.hpp target_record): written as
+    // targets.jsonl and targets.npy, as a dataset run's, and listed as the manifest's "targets".
+    std::optional<boost::json::object> target;
 };
 
 // Writes every capture, the logits dump and the logit lens of `extractor` (none when
@@ -64,6 +67,7 @@ struct ExtractionResult {
     std::optional<trace::JournalSummary> trace;
     double prefill_ms = 0;
     double write_ms = 0;
+    std::optional<boost::json::object> target;  // --target: its score (target_record)
 };
 
 struct ExtractionOptions {
@@ -76,6 +80,14 @@ struct ExtractionOptions {
 // an earlier run it was to replace in place).
 ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfig& config,
                                 const ExtractionOptions& options = {});
+
+// A single prompt's target (prompt.target) scored on `session`: reset, then one prefill of
+// prompt + target with every row's logits, through `hooks` (a run's experiments: the score
+// is the patched model's). Returns target_record's fields; ember::Error when the target
+// does not split from the prompt or the whole does not fit in the context.
+boost::json::object score_prompt_target(runtime::Session& session, const tokenizer::Tokenizer& tok,
+                                        const EncodedPrompt& prompt, const config::PromptSection& section,
+                                        hooks::ActiveHooks* hooks = nullptr);
 
 // --threads / model.threads: 0 means every hardware thread.
 std::size_t effective_threads(std::uint32_t threads);

@@ -20,6 +20,7 @@
 #include "extract/inputs_record.hpp"
 #include "hooks/hook_chain.hpp"
 #include "generation_output.hpp"
+#include "intervention_effect.hpp"
 #include "runtime/session.hpp"
 
 namespace ember::app {
@@ -131,6 +132,7 @@ json::object report_json(const ReportParts& p, const experiments::RunnerSnapshot
         {"prompt", std::move(prompt)},
         {"generated", std::move(generated)},
         {"target", p.outcome.target ? json::value(*p.outcome.target) : json::value(nullptr)},
+        {"effect", p.outcome.effect ? json::value(*p.outcome.effect) : json::value(nullptr)},
         {"timings", std::move(timings)},
         {"trace", trace_json(p.trace)},
         {"lifecycle", lifecycle_json(p.outcome.lifecycle)},
@@ -310,15 +312,19 @@ private:
             // SAEs sit in front of the run's hooks: they fire sae_features into them and splice.
             std::optional<features::SaeSplicer> splicer;
             if (!saes_.empty()) splicer.emplace(spliced_saes(), chain.simplest());
-            outcome_.result = runtime::generate(*session_, outcome_.prompt_tokens, generation_options(), is_end, on_token,
-                                                splicer ? &*splicer : chain.simplest());
+            hooks::ActiveHooks* hooks = splicer ? &*splicer : chain.simplest();
+            // With experiments or SAEs, the logits the prefill ends with, for the effect record.
+            std::optional<LastLogitsTap> tap;
+            if (parts_.hooks_active) hooks = &tap.emplace(hooks);
+            outcome_.result = runtime::generate(*session_, outcome_.prompt_tokens, generation_options(), is_end, on_token, hooks);
             // The target through the experiments and SAEs, not the extraction (its rows are the prompt's).
             if (config_.prompt.target) {
                 hooks::HookChain scoring{runner_.get(), nullptr};
                 if (splicer) splicer.emplace(spliced_saes(), scoring.simplest());
                 outcome_.target = extract::score_prompt_target(*session_, model_.tokenizer, encoded_, config_.prompt,
-                                                               splicer ? &*splicer : scoring.simplest());
+                                                               splicer ? &*splicer : scoring.simplest(), parts_.hooks_active);
             }
+            if (tap) outcome_.effect = unedited_effect(tap->logits());
         }
         if (runner_)
             runner_->on_generation_complete(outcome_.result.tokens.size(), experiment_stop_reason(outcome_.result.stop_reason));
@@ -447,6 +453,19 @@ private:
                                   token_spans(encoded_)};
         for (std::int32_t id : outcome_.prompt_tokens) info.prompt_token_ids.push_back(static_cast<std::uint32_t>(id));
         return info;
+    }
+
+    // The same prompt (and target) without experiments or SAEs, against the run's.
+    json::object unedited_effect(const std::vector<float>& edited) {
+        std::optional<TargetPair> target;
+        if (outcome_.target) {
+            const json::object unedited =
+                extract::score_prompt_target(*session_, model_.tokenizer, encoded_, config_.prompt, nullptr, /*stepwise=*/true);
+            target = TargetPair{outcome_.target->at("logprob").as_double(), unedited.at("logprob").as_double()};
+        }
+        session_->reset();
+        const kernels::ConstRows last = session_->prefill(encoded_.ids, false, nullptr);  // [1, n_vocab]
+        return effect_json(edited, {last.data, last.cols}, model_.tokenizer, target);
     }
 
     std::vector<features::SplicedSae> spliced_saes() {

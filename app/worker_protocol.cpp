@@ -272,7 +272,8 @@ json::object outcome_json(const RunOutcome& o) {
             {"manifest", o.manifest.string()},
             {"config_hash", o.config_hash},
             {"lifecycle", lifecycle_message(o.lifecycle)},
-            {"target", o.target ? json::value(*o.target) : json::value(nullptr)}};
+            {"target", o.target ? json::value(*o.target) : json::value(nullptr)},
+            {"effect", o.effect ? json::value(*o.effect) : json::value(nullptr)}};
 }
 
 // The prompts travel as hex: a prompt file need not be UTF-8, which a JSON parser refuses.
@@ -340,6 +341,7 @@ RunOutcome outcome_from_json(const json::value& v) {
         o.config_hash = text(v, "config_hash");
         o.lifecycle = lifecycle_from_message(v.at("lifecycle"));
         if (const json::value& target = v.at("target"); !target.is_null()) o.target = target.as_object();
+        if (const json::value& effect = v.at("effect"); !effect.is_null()) o.effect = effect.as_object();
         return o;
     });
 }

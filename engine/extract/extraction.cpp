@@ -56,15 +56,24 @@ std::string read_prompt(const config::PromptSection& prompt) {
 }
 
 json::object score_prompt_target(runtime::Session& session, const tokenizer::Tokenizer& tok, const EncodedPrompt& prompt,
-                                 const config::PromptSection& section, hooks::ActiveHooks* hooks) {
+                                 const config::PromptSection& section, hooks::ActiveHooks* hooks, bool stepwise) {
     const TargetTokens t = encode_with_target(tok, prompt, *section.target, section, "--target");
     session.reset();
     if (t.evaluated.ids.size() > session.context_length())
         throw Error(fmt::format("--target: the prompt and the target, {} tokens, do not fit in the context of {} tokens (--ctx)",
                                 t.evaluated.ids.size(), session.context_length()));
-    const kernels::ConstRows logits = session.prefill(t.evaluated.ids, /*all_logits=*/true, hooks);
-    return target_record(tok, t.evaluated.ids, t.prompt_tokens, t.target,
-                         score_target(t.evaluated.ids, t.prompt_tokens, logits));
+    const std::span<const std::int32_t> ids = t.evaluated.ids;
+    if (!stepwise)
+        return target_record(tok, ids, t.prompt_tokens, t.target,
+                             score_target(ids, t.prompt_tokens, session.prefill(ids, /*all_logits=*/true, hooks)));
+    TargetScore score;
+    kernels::ConstRows row = session.prefill(ids.first(t.prompt_tokens), false, hooks);  // [1, n_vocab]
+    for (std::size_t j = t.prompt_tokens; j < ids.size(); ++j) {
+        score.logprobs.push_back(token_logprob(row.data, row.cols, ids[j]));
+        score.logprob += score.logprobs.back();
+        if (j + 1 < ids.size()) row = session.decode(ids[j], hooks);
+    }
+    return target_record(tok, ids, t.prompt_tokens, t.target, score);
 }
 
 std::size_t effective_threads(std::uint32_t threads) {

@@ -81,13 +81,17 @@ struct ExtractionOptions {
 ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfig& config,
                                 const ExtractionOptions& options = {});
 
-// A single prompt's target (prompt.target) scored on `session`: reset, then one prefill of
-// prompt + target with every row's logits, through `hooks` (a run's experiments: the score
-// is the patched model's). Returns target_record's fields; ember::Error when the target
-// does not split from the prompt or the whole does not fit in the context.
+// A single prompt's target (prompt.target) scored on `session` (reset first). `stepwise`
+// false: one prefill of prompt + target with every row's logits, as a dataset sample's.
+// true (a run with experiments or SAEs, through `hooks`): as the generation would see it,
+// the prompt's prefill, then one decode evaluation per target token (teacher forcing), so
+// an experiment's phases and positions ("last": the prompt's) mean what they mean in the
+// generation, and the score is the edited model's. Returns target_record's fields;
+// ember::Error when the target does not split from the prompt or the whole does not fit
+// in the context.
 boost::json::object score_prompt_target(runtime::Session& session, const tokenizer::Tokenizer& tok,
                                         const EncodedPrompt& prompt, const config::PromptSection& section,
-                                        hooks::ActiveHooks* hooks = nullptr);
+                                        hooks::ActiveHooks* hooks = nullptr, bool stepwise = false);
 
 // --threads / model.threads: 0 means every hardware thread.
 std::size_t effective_threads(std::uint32_t threads);

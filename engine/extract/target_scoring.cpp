@@ -71,15 +71,18 @@ TargetTokens encode_with_target(const tokenizer::Tokenizer& tok, const EncodedPr
     return t;
 }
 
+double token_logprob(const float* row, std::size_t n_vocab, std::int32_t id) {
+    double max = -std::numeric_limits<double>::infinity();
+    for (std::size_t v = 0; v < n_vocab; ++v) max = std::max(max, static_cast<double>(row[v]));
+    double sum = 0;
+    for (std::size_t v = 0; v < n_vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - max);
+    return static_cast<double>(row[id]) - (max + std::log(sum));
+}
+
 TargetScore score_target(std::span<const std::int32_t> ids, std::size_t prompt_tokens, kernels::ConstRows logits) {
     TargetScore s;
     for (std::size_t j = prompt_tokens; j < ids.size(); ++j) {
-        const float* row = logits.data + (j - 1) * logits.cols;
-        double max = -std::numeric_limits<double>::infinity();
-        for (std::size_t v = 0; v < logits.cols; ++v) max = std::max(max, static_cast<double>(row[v]));
-        double sum = 0;
-        for (std::size_t v = 0; v < logits.cols; ++v) sum += std::exp(static_cast<double>(row[v]) - max);
-        s.logprobs.push_back(static_cast<double>(row[ids[j]]) - (max + std::log(sum)));
+        s.logprobs.push_back(token_logprob(logits.data + (j - 1) * logits.cols, logits.cols, ids[j]));
         s.logprob += s.logprobs.back();
     }
     return s;

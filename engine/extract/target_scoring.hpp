@@ -48,6 +48,9 @@ struct TargetScore {
     double logprob = 0;            // their sum
 };
 
+// log softmax(row)[id] in double: row[id] - logsumexp(row).
+double token_logprob(const float* row, std::size_t n_vocab, std::int32_t id);
+
 // The target is ids[prompt_tokens..]; from the logits of every evaluated row [T, n_vocab]:
 // logits[j - 1][id_j] - logsumexp(logits[j - 1]), in double.
 TargetScore score_target(std::span<const std::int32_t> ids, std::size_t prompt_tokens, kernels::ConstRows logits);

@@ -7,6 +7,9 @@
 //   interventions: run --target through an experiment scores the edited model (ablate
 //     changes it); a command-line experiment config is the TOML one (same config hash,
 //     same tokens);
+//   interventions (activation-reference): a patch run's effect record (KL, the logit
+//     difference, the target's delta) recomputed from its logits and the unpatched run's;
+//     an experiment that changes nothing has KL 0 and delta 0;
 //   smoke: --ids equals the text it tokenizes to; bad ids, keys and combinations are
 //     refused by name with their exit codes.
 #include <doctest/doctest.h>
@@ -250,6 +253,65 @@ TEST_CASE("--ids and --special: checked by name, recorded, and special texts par
     const json::object manifest = parse(read_text(dir.path() / "s/manifest.json"));
     CHECK(manifest.at("tokenizer").at("token_ids") == parse(special.out).at("prompt_tokens"));
     CHECK(manifest.at("config").at("prompt").at("special") == true);
+}
+
+TEST_CASE("a patch run records its effect against the unpatched run, recomputed from both runs' logits") {
+    const std::string corrupt = "Once upon a time there was a boy";
+    const std::string target = fmt::format("--target {}", shell_quote(" and"));
+    const std::string last_logits = "extract = true\nstages = [\"after_layer\"]\nlayers = [0]\nlogits = \"last\"\n";
+    TempDir clean;
+    const auto capture = ember_run(clean, run_config(model(), "Once upon a time there was a girl", 2,
+                                                     experiment(builtin_plugin("capture"), "stages = [\"after_layer\"]")));
+    REQUIRE_MESSAGE(capture.exit_code == 0, capture.err);
+    TempDir plain_dir;
+    const auto plain = ember_run(plain_dir, run_config(model(), corrupt, 2, last_logits), target);
+    REQUIRE_MESSAGE(plain.exit_code == 0, plain.err);
+    CHECK(plain.report.at("effect").is_null());  // nothing edited, nothing to compare
+    TempDir patched_dir;
+    const std::string patch = experiment(
+        builtin_plugin("patch"), fmt::format("source = {}\nlayers = [2]\npositions = \"last\"\nphase = \"prefill\"",
+                                             toml_literal((clean.path() / "out/capture").string())));
+    const auto patched = ember_run(patched_dir, run_config(model(), corrupt, 2, last_logits + "\n" + patch), target);
+    REQUIRE_MESSAGE(patched.exit_code == 0, patched.err);
+
+    const json::object& effect = patched.report.at("effect").as_object();
+    // The target: the edited score is the run's, the unedited one the plain run's.
+    const double edited = patched.report.at("target").at("logprob").as_double();
+    const double unedited = plain.report.at("target").at("logprob").as_double();
+    CHECK(effect.at("target").at("edited_logprob").as_double() == edited);
+    CHECK(effect.at("target").at("unedited_logprob").as_double() == doctest::Approx(unedited).epsilon(1e-12));
+    CHECK(effect.at("target").at("delta").as_double() == doctest::Approx(edited - unedited).epsilon(1e-9));
+    CHECK(edited != unedited);
+    // KL(P || Q) and the top token's logit difference from the two runs' last-position logits.
+    const npy::Array p = npy::read(plain.output_dir / "logits.npy"), q = npy::read(patched.output_dir / "logits.npy");
+    REQUIRE(p.values.size() == q.values.size());
+    const std::size_t n = p.values.size();
+    double kl = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        const double lp = log_softmax_at(p.values.data(), n, static_cast<std::int32_t>(i));
+        const double lq = log_softmax_at(q.values.data(), n, static_cast<std::int32_t>(i));
+        kl += std::exp(lp) * (lp - lq);
+    }
+    CHECK(kl > 0);
+    CHECK(effect.at("kl_unedited_edited").as_double() == doctest::Approx(kl).epsilon(1e-9));
+    const auto top = static_cast<std::size_t>(std::max_element(p.values.begin(), p.values.end()) - p.values.begin());
+    CHECK(effect.at("top_token").at("id") == top);
+    CHECK(effect.at("top_token").at("logit_diff").as_double() ==
+          doctest::Approx(static_cast<double>(q.values[top]) - p.values[top]).epsilon(1e-9));
+    // The patch record names its source by run name and directory as well as by path.
+    const json::object record = parse(read_text(patched.output_dir / "patch.json"));
+    CHECK(record.at("source").at("run_name") == "out");
+    CHECK(str(record.at("source").at("run_dir")) == (clean.path() / "out").string());
+    CHECK(record.at("source").at("run_id") == capture.report.at("run_id"));
+
+    // An experiment that changes nothing: no divergence, no change of the target's score.
+    TempDir noop_dir;
+    const auto noop = ember_run(noop_dir, run_config(model(), corrupt, 2, experiment(builtin_plugin("ablate"),
+                                                    "stage = \"after_mlp\"\nmode = \"scale\"\nscale = 1.0")), target);
+    REQUIRE_MESSAGE(noop.exit_code == 0, noop.err);
+    CHECK(noop.report.at("effect").at("kl_unedited_edited").as_double() == 0.0);
+    CHECK(noop.report.at("effect").at("target").at("delta").as_double() == 0.0);
+    CHECK(noop.report.at("effect").at("top_token").at("logit_diff").as_double() == 0.0);
 }
 
 }  // namespace ember::test

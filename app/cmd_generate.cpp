@@ -160,7 +160,6 @@ int run_generate(const std::vector<std::string>& args) {
                      {"seed", sampling.seed}};
     o["timings"] = timings_json(result.timings, prompt_tokens.size(), load_ms, total_ms);
     if (outcome.target) o["target"] = *outcome.target;
-    if (outcome.effect) o["effect"] = *outcome.effect;  // --sae: what the SAEs did (docs/run-config.md, "effect")
     if (traced) {
         o["trace"] = {{"path", traced->path.string()},
                       {"operations", traced->operations},

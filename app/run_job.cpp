@@ -232,6 +232,8 @@ private:
         inputs_ = extract::collect_inputs(config_, model_.sha256, model_.file.mapping()->state());
         encoded_ = extract::encode_run_prompt(model_, config_.prompt);  // a text, or a conversation rendered
         prompt_ = encoded_.text;  // an experiment may rewrite it (before_prefill)
+        if (config_.prompt.target && encoded_.chat)  // refused before anything is written
+            throw UsageError("--target goes with a text prompt or token ids, not a conversation (not yet)");
         outcome_.prompt_tokens = encoded_.ids;
         // An extraction's layers and positions are checked before anything is written.
         if (config_.output.extract)

@@ -210,6 +210,8 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     const EncodedPrompt prompt = encode_run_prompt(model, config.prompt);
     const Selection selection = resolve(config.output, model.model->config(), prompt.text, prompt.tokens);
     const std::size_t threads = effective_threads(config.model.threads);
+    if (config.prompt.target && prompt.chat)  // refused before anything is written
+        throw UsageError("--target goes with a text prompt or token ids, not a conversation (not yet)");
 
     // One writer per directory; an earlier run is refused, or replaced with --overwrite.
     RunDirectoryWriter writer(config.output.dir,

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "common/error.hpp"
+#include "common/strict_json.hpp"
 #include "ember/utf8.hpp"
 
 namespace ember::app {
@@ -272,8 +273,9 @@ json::object outcome_json(const RunOutcome& o) {
             {"manifest", o.manifest.string()},
             {"config_hash", o.config_hash},
             {"lifecycle", lifecycle_message(o.lifecycle)},
-            {"target", o.target ? json::value(*o.target) : json::value(nullptr)},
-            {"effect", o.effect ? json::value(*o.effect) : json::value(nullptr)}};
+            // As strict JSON text: a score may be infinite (a hostile model's logits), which JSON cannot hold.
+            {"target", o.target ? json::value(strict_json(*o.target)) : json::value(nullptr)},
+            {"effect", o.effect ? json::value(strict_json(*o.effect)) : json::value(nullptr)}};
 }
 
 // The prompts travel as hex: a prompt file need not be UTF-8, which a JSON parser refuses.
@@ -340,8 +342,8 @@ RunOutcome outcome_from_json(const json::value& v) {
         o.manifest = text(v, "manifest");
         o.config_hash = text(v, "config_hash");
         o.lifecycle = lifecycle_from_message(v.at("lifecycle"));
-        if (const json::value& target = v.at("target"); !target.is_null()) o.target = target.as_object();
-        if (const json::value& effect = v.at("effect"); !effect.is_null()) o.effect = effect.as_object();
+        if (const json::value& target = v.at("target"); !target.is_null()) o.target = json::parse(text(v, "target")).as_object();
+        if (const json::value& effect = v.at("effect"); !effect.is_null()) o.effect = json::parse(text(v, "effect")).as_object();
         return o;
     });
 }

@@ -319,7 +319,10 @@ private:
             std::optional<LastLogitsTap> tap;
             if (parts_.hooks_active) hooks = &tap.emplace(hooks);
             outcome_.result = runtime::generate(*session_, outcome_.prompt_tokens, generation_options(), is_end, on_token, hooks);
-            // The target through the experiments and SAEs, not the extraction (its rows are the prompt's).
+            // The target through the experiments and SAEs, not the extraction (its rows are the
+            // prompt's), and the effect: evaluations besides the run's own, left out of its trace.
+            kernels::OpObserver* const observer = session_->observer();
+            session_->set_observer(nullptr);
             if (config_.prompt.target) {
                 hooks::HookChain scoring{runner_.get(), nullptr};
                 if (splicer) splicer.emplace(spliced_saes(), scoring.simplest());
@@ -327,6 +330,7 @@ private:
                                                                splicer ? &*splicer : scoring.simplest(), parts_.hooks_active);
             }
             if (tap) outcome_.effect = unedited_effect(tap->logits());
+            session_->set_observer(observer);
         }
         if (runner_)
             runner_->on_generation_complete(outcome_.result.tokens.size(), experiment_stop_reason(outcome_.result.stop_reason));

@@ -7,8 +7,11 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <algorithm>
+#include <climits>
 
 #include "common/error.hpp"
+#include "config/command_line_config.hpp"
 #include "common/input_file.hpp"
 #include "common/json_pretty.hpp"
 #include "kernels/kv_rows.hpp"
@@ -94,12 +97,70 @@ void apply_model_options(const po::variables_map& vm, config::ModelSection& mode
     }
 }
 
-po::options_description prompt_options() {
+po::options_description prompt_options(const std::string& ids_option) {
     po::options_description options("prompt options");
     options.add_options()
         ("prompt", po::value<std::string>(), "the prompt text")
         ("file", po::value<std::string>(), "a file whose bytes are the prompt")
-        ("no-bos", po::bool_switch(), "do not add the BOS token even if the model asks for it");
+        (ids_option.c_str(), po::value<std::string>(), "the prompt as token ids, comma-separated (1,2,3), checked against "
+                                                       "the vocabulary; no BOS is added")
+        ("no-bos", po::bool_switch(), "do not add the BOS token even if the model asks for it")
+        ("special", po::bool_switch(), "parse special-token texts (<|im_start|>, <s>...) in the prompt text");
+    return options;
+}
+
+std::vector<std::int32_t> parse_ids(const std::string& text, const std::string& option) {
+    std::vector<std::int32_t> ids;
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        const std::size_t comma = std::min(text.find(',', start), text.size());
+        const std::string item = text.substr(start, comma - start);
+        long long id = -1;
+        std::size_t used = 0;
+        try {
+            id = std::stoll(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (item.empty() || used != item.size() || item.front() == '+' || item.front() == ' ' || id < 0 || id > INT32_MAX)
+            throw UsageError(fmt::format("--{} {}: '{}' (item {}) is not a token id (an integer >= 0)", option, text, item,
+                                         ids.size()));
+        ids.push_back(static_cast<std::int32_t>(id));
+        start = comma + 1;
+    }
+    return ids;
+}
+
+void apply_prompt_options(const po::variables_map& vm, config::PromptSection& prompt, bool required,
+                          const std::string& ids_option) {
+    const std::size_t given = vm.count("prompt") + vm.count("file") + vm.count(ids_option);
+    if (given > 1 || (required && given == 0))
+        throw UsageError(fmt::format("give exactly one of --prompt TEXT, --file PATH or --{} 1,2,3", ids_option));
+    if (given == 1) {
+        const config::PromptSection before = prompt;
+        prompt = {};
+        prompt.target = before.target;
+        prompt.special = before.special;
+        prompt.add_bos = before.add_bos;
+    }
+    if (vm.count("prompt")) prompt.text = vm["prompt"].as<std::string>();
+    if (vm.count("file")) prompt.file = std::filesystem::absolute(vm["file"].as<std::string>()).lexically_normal();
+    const bool no_bos = vm.count("no-bos") && vm["no-bos"].as<bool>();
+    if (vm.count(ids_option)) {
+        if (no_bos) throw UsageError(fmt::format("--no-bos does not apply to --{}: the ids are the sequence as given", ids_option));
+        prompt.ids = parse_ids(vm[ids_option].as<std::string>(), ids_option);
+        prompt.add_bos = config::AddBos::Auto;
+    }
+    if (no_bos) prompt.add_bos = config::AddBos::No;
+    if (vm.count("special") && vm["special"].as<bool>()) prompt.special = true;
+    if (vm.count("target")) prompt.target = vm["target"].as<std::string>();
+}
+
+po::options_description target_options() {
+    po::options_description options("target options");
+    options.add_options()
+        ("target", po::value<std::string>(), "score this continuation of the prompt by teacher forcing: its summed "
+                                             "log-probability and per-token log-probabilities (docs/extraction.md)");
     return options;
 }
 
@@ -137,6 +198,46 @@ void apply_chat_options(const po::variables_map& vm, config::PromptSection& prom
     prompt.chat = chat::read_vars_file(vm["chat"].as<std::string>());
     if (vm.count("template")) prompt.chat_template = std::filesystem::absolute(vm["template"].as<std::string>()).lexically_normal();
     if (vm.count("template-name")) prompt.chat_template_name = vm["template-name"].as<std::string>();
+}
+
+po::options_description experiment_config_options() {
+    po::options_description options("experiment config");
+    options.add_options()
+        ("experiment-config", po::value<std::vector<std::string>>()->composing(),
+         "KEY=VALUE (VALUE typed as TOML types it; dotted keys; else a string) or FILE.toml: the config of the "
+         "--experiment before it (repeatable)");
+    return options;
+}
+
+std::vector<std::string> experiment_configs(const std::vector<std::string>& args, const po::variables_map& vm) {
+    // program_options keeps each option's values apart: their order against each other is the arguments'.
+    std::vector<std::vector<std::string>> items;
+    std::size_t seen = 0;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        const bool experiment = a == "--experiment" || a.starts_with("--experiment=");
+        const bool config = a == "--experiment-config" || a.starts_with("--experiment-config=");
+        if (!experiment && !config) continue;
+        const bool inline_value = a.find('=') != std::string::npos;
+        const std::string value = inline_value ? a.substr(a.find('=') + 1) : (i + 1 < args.size() ? args[i + 1] : "");
+        if (!inline_value) ++i;
+        if (experiment) {
+            items.emplace_back();
+            continue;
+        }
+        if (items.empty())
+            throw UsageError(fmt::format("--experiment-config {} comes before any --experiment: give it after the "
+                                         "--experiment PLUGIN.so it configures", value));
+        items.back().push_back(value);
+        ++seen;
+    }
+    const std::size_t given = vm.count("experiment-config") ? vm["experiment-config"].as<std::vector<std::string>>().size() : 0;
+    const std::size_t experiments = vm.count("experiment") ? vm["experiment"].as<std::vector<std::string>>().size() : 0;
+    if (seen != given || items.size() != experiments)
+        throw UsageError("spell out --experiment and --experiment-config in full (their order says which config is whose)");
+    std::vector<std::string> out;
+    for (const auto& list : items) out.push_back(config::experiment_config_from_items(list));
+    return out;
 }
 
 std::string read_file(const std::filesystem::path& path, std::string_view what) {

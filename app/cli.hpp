@@ -5,6 +5,7 @@
 #include <boost/json.hpp>
 #include <boost/program_options.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -46,10 +47,23 @@ void apply_model_options(const po::variables_map& vm, config::ModelSection& mode
 // The whole file's bytes; ember::Error "PATH: cannot open WHAT" when it cannot be read.
 std::string read_file(const std::filesystem::path& path, std::string_view what);
 
-// --prompt TEXT, --file PATH and --no-bos, for every command that reads a prompt.
-po::options_description prompt_options();
+// The prompt options of every command that reads a prompt: --prompt TEXT, --file PATH,
+// --ids 1,2,3 (the prompt as token ids), --no-bos and --special (parse special-token
+// texts). `ids_option` names the ids option: tokenize, whose --ids is its output format,
+// calls it --prompt-ids.
+po::options_description prompt_options(const std::string& ids_option = "ids");
 // Reads --prompt TEXT or --file PATH (exactly one); UsageError otherwise.
 std::string read_prompt(const po::variables_map& vm);
+// "1,2,3" -> the ids; UsageError naming `option` and the item that is not an id >= 0.
+std::vector<std::int32_t> parse_ids(const std::string& text, const std::string& option);
+// Writes the prompt options given into a run config's [prompt]: --prompt (text), --file
+// (made absolute) or the ids option (exactly one of them when `required`, else at most
+// one, replacing the config's prompt), --no-bos, --special. UsageError for --no-bos with
+// ids (the ids are the sequence as given).
+void apply_prompt_options(const po::variables_map& vm, config::PromptSection& prompt, bool required,
+                          const std::string& ids_option = "ids");
+// --target TEXT (extract, run, generate): a continuation scored by teacher forcing.
+po::options_description target_options();
 
 // --chat VARS.json (a conversation: the chat template's variables), --template FILE.jinja
 // (the template; default: the model's tokenizer.chat_template) and --template-name NAME
@@ -61,6 +75,14 @@ bool chat_requested(const po::variables_map& vm);
 // With --chat: the run config's prompt becomes the conversation (text, file and add_bos
 // cleared), with --template (made absolute) or --template-name.
 void apply_chat_options(const po::variables_map& vm, config::PromptSection& prompt);
+
+// --experiment-config KEY=VALUE | FILE.toml (repeatable), each configuring the --experiment
+// before it (config/command_line_config.hpp).
+po::options_description experiment_config_options();
+// Per --experiment, in the order given, its config as canonical JSON ("{}": none). Reads
+// the order from `args`; UsageError for an --experiment-config before any --experiment, or
+// an abbreviated option name (the order could not be read).
+std::vector<std::string> experiment_configs(const std::vector<std::string>& args, const po::variables_map& vm);
 
 // pretty_json (a JSON value indented two spaces a level, arrays of scalars on one line)
 // is ember::pretty_json from common/json_pretty.hpp.

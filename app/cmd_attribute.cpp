@@ -37,7 +37,11 @@ attribution::AttributeRequest request_from_options(const po::variables_map& vm, 
     if (!vm.count("out")) throw UsageError("ember attribute: give --out DIR");
     if (!vm.count("target")) throw UsageError("ember attribute: give --target TEXT (the continuation the metric scores)");
     attribution::AttributeRequest r;
+    if (vm.count("ids"))
+        throw UsageError("ember attribute: --ids is not supported yet (the gradient run tokenizes prompt and target as one "
+                         "text): give --prompt TEXT or --file PATH");
     r.prompt = read_prompt(vm);
+    r.special = vm["special"].as<bool>();
     if (vm["no-bos"].as<bool>()) r.add_bos = config::AddBos::No;
     const std::string metric = vm["metric"].as<std::string>();
     const auto kind = attribution::metric_from_name(metric);
@@ -88,6 +92,7 @@ attribution::AttributeRequest request_from_options(const po::variables_map& vm, 
     record["verify_top"] = r.verify_top;
     if (r.integrated_gradients) record["steps"] = r.ig_steps;
     record["add_bos"] = r.add_bos == config::AddBos::No ? "no" : "auto";
+    if (r.special) record["special"] = true;  // only when given: earlier requests keep their records
     r.request_record = std::move(record);
     return r;
 }

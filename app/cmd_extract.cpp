@@ -1,4 +1,4 @@
-// ember extract --model MODEL (--prompt TEXT | --file PATH) --out DIR [--stages S,...]
+// ember extract --model MODEL (--prompt TEXT | --file PATH | --ids 1,2,3) [--special] [--target TEXT] --out DIR [--stages S,...]
 //               [--layers all|N,M] [--positions all|last|N,M | --select SPEC] [--logits none|last|all]
 //               [--logit-lens K] [--no-bos] [--trace FILE] [--json]
 //               [the model options: --route --threads --ctx --kv-type --arch]
@@ -41,17 +41,20 @@ std::string stage_list_help() {
 }
 
 // The request the options spell, as the run config that means the same.
-config::RunConfig config_from_options(const po::variables_map& vm) {
+config::RunConfig config_from_options(const po::variables_map& vm, const std::vector<std::string>& args) {
     config::RunConfig c;
     if (!vm.count("model")) throw UsageError("ember extract: give --model MODEL.gguf (or a run config)");
     if (!vm.count("out")) throw UsageError("ember extract: give --out DIR");
-    if (vm.count("prompt") + vm.count("file") + vm.count("dataset") + vm.count("chat") != 1)
-        throw UsageError("ember extract: give exactly one of --prompt TEXT, --file PATH, --chat VARS.json or --dataset FILE");
+    if (vm.count("prompt") + vm.count("file") + vm.count("ids") + vm.count("dataset") + vm.count("chat") != 1)
+        throw UsageError("ember extract: give exactly one of --prompt TEXT, --file PATH, --ids 1,2,3, --chat VARS.json or "
+                         "--dataset FILE");
     apply_model_options(vm, c.model, false);
-    if (vm.count("prompt")) c.prompt.text = vm["prompt"].as<std::string>();
-    else if (vm.count("file")) c.prompt.file = absolute(vm["file"].as<std::string>());
-    else if (vm.count("dataset")) c.dataset.path = absolute(vm["dataset"].as<std::string>());
-    if (vm["no-bos"].as<bool>()) c.prompt.add_bos = config::AddBos::No;
+    if (vm.count("dataset")) {
+        c.dataset.path = absolute(vm["dataset"].as<std::string>());
+        if (vm.count("target")) throw UsageError("ember extract --dataset: a sample's target is its \"target\" field");
+        if (vm["special"].as<bool>()) throw UsageError("ember extract --dataset: --special is not supported for datasets yet");
+    }
+    apply_prompt_options(vm, c.prompt, false);
     if (chat_requested(vm)) apply_chat_options(vm, c.prompt);
 
     c.output.dir = absolute(vm["out"].as<std::string>());
@@ -78,12 +81,16 @@ config::RunConfig config_from_options(const po::variables_map& vm) {
     } else {
         extract::parse_positions(vm["positions"].as<std::string>(), c.output);
     }
+    if (vm.count("experiment-config") && !vm.count("experiment"))
+        throw UsageError("ember extract: --experiment-config configures the --experiment before it: give one");
     if (vm.count("experiment")) {
         if (!c.dataset.path) throw UsageError("ember extract: --experiment needs --dataset (or use ember run)");
         std::size_t n = 0;
+        const std::vector<std::string> configs = experiment_configs(args, vm);
         for (const std::string& plugin : vm["experiment"].as<std::vector<std::string>>()) {
             config::ExperimentEntry e;
             e.plugin = absolute(plugin);
+            e.config_json = configs.at(n);
             e.base_dir = fs::current_path();
             e.origin = fmt::format("--experiment {}", ++n);
             c.experiments.push_back(std::move(e));
@@ -157,7 +164,7 @@ config::RunConfig shard_of_config(config::RunConfig config, Shard shard) {
 
 int run_extract(const std::vector<std::string>& args) {
     po::options_description options("extract options");
-    options.add(model_options()).add(prompt_options()).add(chat_options());
+    options.add(model_options()).add(prompt_options()).add(target_options()).add(chat_options()).add(experiment_config_options());
     options.add_options()
         ("dataset", po::value<std::string>(), "a dataset: JSONL (text, id, select, target) or .txt (one prompt a line)")
         ("out", po::value<std::string>(), "the run directory to write")
@@ -200,7 +207,7 @@ int run_extract(const std::vector<std::string>& args) {
         if (vm.count("shard")) config = shard_of_config(std::move(config), parse_shard(vm["shard"].as<std::string>(), "ember extract"));
     } else {
         if (vm.count("shard") && !vm.count("dataset")) throw UsageError("ember extract: --shard K/N goes with --dataset");
-        config = config_from_options(vm);
+        config = config_from_options(vm, args);
     }
 
     // A single-prompt extraction loads no experiment (run_extraction has no hooks for
@@ -230,10 +237,14 @@ int run_extract(const std::vector<std::string>& args) {
                               {"prefill_ms", result.prefill_ms},
                               {"write_ms", result.write_ms}};
         if (result.trace) o["trace"] = {{"path", result.trace->path.string()}, {"fingerprint", result.trace->fingerprint}};
+        if (result.target) o["target"] = *result.target;
         print_json(o);
     } else {
         fmt::print(stderr, "ember: {} prompt tokens, {} arrays in {} (prefill {:.1f} ms, write {:.1f} ms)\n",
                    result.n_tokens, result.arrays, result.dir.string(), result.prefill_ms, result.write_ms);
+        if (result.target)
+            fmt::print(stderr, "ember: target log-probability {:.6f} over {} tokens (targets.jsonl)\n",
+                       result.target->at("logprob").as_double(), result.target->at("n_tokens").to_number<std::size_t>());
     }
     return kExitOk;
 }

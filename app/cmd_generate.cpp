@@ -1,4 +1,4 @@
-// ember generate --model MODEL (--prompt TEXT | --file PATH) [--max-tokens N]
+// ember generate --model MODEL (--prompt TEXT | --file PATH | --ids 1,2,3) [--special] [--target TEXT] [--max-tokens N]
 //                [--route fast|reference] [--kv-type f32|f16] [--ctx N] [--temperature T] [--top-k K]
 //                [--top-p P] [--seed S] [--threads N] [--arch A] [--no-bos] [--json]
 //                [--trace FILE]
@@ -20,6 +20,7 @@
 #include "common/error.hpp"
 #include "common/output_path.hpp"
 #include "config/run_config.hpp"
+#include "extract/manifest.hpp"
 #include "generation_output.hpp"
 #include "models/family.hpp"
 #include "run_pipeline.hpp"
@@ -56,7 +57,7 @@ double shortest(float v) { return std::stod(fmt::format("{}", v)); }
 
 int run_generate(const std::vector<std::string>& args) {
     po::options_description options("generate options");
-    options.add(model_options()).add(prompt_options()).add(chat_options());
+    options.add(model_options()).add(prompt_options()).add(target_options()).add(chat_options());
     options.add_options()
         ("max-tokens", po::value<long long>()->default_value(32), "tokens to generate at most")
         ("temperature", po::value<float>()->default_value(0.0f), "0: greedy; > 0: seeded sampling")
@@ -72,7 +73,10 @@ int run_generate(const std::vector<std::string>& args) {
     if (!parse_options("generate", args, options, positional, vm)) return kExitOk;
     if (!vm.count("model")) throw UsageError("ember generate: give --model MODEL.gguf");
     const bool chat = chat_requested(vm);
-    const std::string prompt = chat ? std::string() : read_prompt(vm);
+    const bool ids = vm.count("ids") > 0;
+    if (ids && (vm.count("prompt") || vm.count("file") || chat))
+        throw UsageError("ember generate: give exactly one of --prompt TEXT, --file PATH, --ids 1,2,3 or --chat VARS.json");
+    const std::string prompt = chat || ids ? std::string() : read_prompt(vm);
     const std::string model_path = vm["model"].as<std::string>();
     const bool as_json = vm["json"].as<bool>();
 
@@ -80,8 +84,11 @@ int run_generate(const std::vector<std::string>& args) {
     // without a run directory.
     config::RunConfig config;
     apply_model_options(vm, config.model, false);
-    config.prompt.text = prompt;
-    if (vm["no-bos"].as<bool>()) config.prompt.add_bos = config::AddBos::No;
+    apply_prompt_options(vm, config.prompt, false);
+    if (!ids) {  // the text itself, not the file (read once, above)
+        config.prompt.file.reset();
+        config.prompt.text = prompt;
+    }
     if (chat) apply_chat_options(vm, config.prompt);  // the conversation, rendered with the chat template
     config.generation.max_tokens = static_cast<std::uint32_t>(std::min<std::size_t>(count_option(vm, "max-tokens", 0), UINT32_MAX));
     config.generation.temperature = vm["temperature"].as<float>();
@@ -122,6 +129,7 @@ int run_generate(const std::vector<std::string>& args) {
         print_token.finish();
         const std::string route_and_kernels = fmt::format("{} ({})", outcome.route, outcome.variant);
         print_summary(prompt_tokens.size(), result, route_and_kernels, outcome.threads);
+        if (outcome.target) print_target(*outcome.target);
         if (traced) {
             fmt::print(stderr, "ember: trace {} ({} operations, fingerprint {})\n", traced->path.string(),
                        traced->operations, traced->fingerprint);
@@ -139,7 +147,7 @@ int run_generate(const std::vector<std::string>& args) {
     o["kv_type"] = config.model.kv_type;
     o["threads"] = outcome.threads;
     o["ctx"] = config.model.ctx != 0 ? config.model.ctx : runtime::default_context_length(model_config);
-    o["prompt"] = valid_utf8(prompt);
+    o["prompt"] = valid_utf8(ids ? extract::encode_ids(tok, *config.prompt.ids, "--ids").text : prompt);
     o["prompt_tokens"] = json::value_from(prompt_tokens);
     o["tokens"] = json::value_from(result.tokens);
     add_text(o, tok, result.tokens);
@@ -151,6 +159,7 @@ int run_generate(const std::vector<std::string>& args) {
                      {"top_p", shortest(sampling.top_p)},
                      {"seed", sampling.seed}};
     o["timings"] = timings_json(result.timings, prompt_tokens.size(), load_ms, total_ms);
+    if (outcome.target) o["target"] = *outcome.target;
     if (traced) {
         o["trace"] = {{"path", traced->path.string()},
                       {"operations", traced->operations},

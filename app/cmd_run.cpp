@@ -1,4 +1,6 @@
 // ember run [--experiment PLUGIN.so]... [--trace FILE] [--model PATH] [--route R] [--threads N]
+//           [--experiment-config KEY=VALUE | FILE.toml]... (each configuring the --experiment before it)
+//           [--prompt TEXT | --file PATH | --ids 1,2,3] [--special] [--no-bos] [--target TEXT]
 //           [--ctx N] [--kv-type T] [--arch A] CONFIG.toml
 // (the model options, each given one overriding the config's [model] key)
 // Runs a run config (docs/run-config.md): the experiments composed in order (the
@@ -49,7 +51,8 @@ int run_attribute_config(const config::RunConfig& config, bool experiments_or_tr
 int run_run(const std::vector<std::string>& args) {
     po::options_description options("run options");
     // The model options, each given one overriding the config's [model] key.
-    options.add(model_options()).add(chat_options());
+    // The prompt options, given, replace the config's [prompt] (--target, --special and --no-bos add to it).
+    options.add(model_options()).add(prompt_options()).add(target_options()).add(chat_options()).add(experiment_config_options());
     options.add_options()
         ("experiment", po::value<std::vector<std::string>>()->composing(),
          "load this experiment plugin after the config's (repeatable; runs in the order given)")
@@ -75,8 +78,18 @@ int run_run(const std::vector<std::string>& args) {
         for (const auto& plugin : vm["experiment"].as<std::vector<std::string>>())
             load.command_line_experiments.emplace_back(plugin);
     }
+    load.command_line_configs = experiment_configs(args, vm);
     config::RunConfig config = config::load_run_config(vm["config"].as<std::string>(), load);
     apply_model_options(vm, config.model, true);
+    const bool prompt_given = vm.count("prompt") || vm.count("file") || vm.count("ids") || vm.count("target") ||
+                              vm["special"].as<bool>() || vm["no-bos"].as<bool>();
+    if (prompt_given) {
+        if (config.dataset.path)
+            throw UsageError("ember run: the prompt options replace a single prompt; the config runs a dataset");
+        if (vm.count("chat") && (vm.count("prompt") || vm.count("file") || vm.count("ids")))
+            throw UsageError("ember run: --chat replaces the prompt: give it or --prompt/--file/--ids, not both");
+        apply_prompt_options(vm, config.prompt, false);
+    }
     if (chat_requested(vm)) {
         if (config.dataset.path) throw UsageError("ember run: --chat replaces a single prompt; the config runs a dataset");
         apply_chat_options(vm, config.prompt);
@@ -111,6 +124,7 @@ int run_run(const std::vector<std::string>& args) {
     }
     print_token.finish();
     print_summary(outcome.prompt_tokens.size(), outcome.result, outcome.route, outcome.threads);
+    if (outcome.target) print_target(*outcome.target);
     if (!outcome.experiment_failures.empty()) {
         fmt::print(stderr, "ember: {} experiment failure(s) passed over (hooks.failure = \"fail_open\"); first: {}\n",
                    outcome.experiment_failures.size(), outcome.experiment_failures.front());

@@ -1,5 +1,5 @@
 // ember tokenize --model MODEL (--prompt TEXT | --file PATH | --chat VARS.json [--template FILE])
-//                [--no-bos] [--special] [--json | --ids] [--timing]
+//                [--prompt-ids 1,2,3] [--no-bos] [--special] [--json | --ids] [--timing]
 // Prints the tokens of a text with their ids, pieces and byte spans [start, end) in the
 // UTF-8 input. Output formats are documented in docs/tokenizer.md.
 #include <fmt/format.h>
@@ -119,10 +119,10 @@ void print_json_tokens(const tokenizer::Tokenizer& tok, const std::string& model
 
 int run_tokenize(const std::vector<std::string>& args) {
     po::options_description options("tokenize options");
-    options.add(prompt_options()).add(chat_options());
+    // --ids is the output format here: the prompt as ids is --prompt-ids.
+    options.add(prompt_options("prompt-ids")).add(chat_options());
     options.add_options()
         ("model", po::value<std::string>(), "GGUF file whose tokenizer to use")
-        ("special", po::bool_switch(), "parse special-token texts (<|im_start|>, <s>...) in the input")
         ("json", po::bool_switch(), "JSON output: a tokens array of {id, piece, start, end} (docs/tokenizer.md)")
         ("ids", po::bool_switch(), "print only the ids, space-separated, on one line")
         ("timing", po::bool_switch(), "print load and tokenize times (seconds) as JSON on stderr");
@@ -134,7 +134,13 @@ int run_tokenize(const std::vector<std::string>& args) {
     const bool chat = chat_requested(vm);
     std::optional<json::object> chat_vars;
     if (chat) chat_vars = chat::read_vars_file(vm["chat"].as<std::string>());
-    std::string text = chat ? std::string() : read_prompt(vm);
+    const bool given_ids = vm.count("prompt-ids") > 0;
+    if (given_ids && (chat || vm.count("prompt") || vm.count("file")))
+        throw UsageError("ember tokenize: give exactly one of --prompt TEXT, --file PATH, --prompt-ids 1,2,3 or --chat VARS.json");
+    if (given_ids && vm["no-bos"].as<bool>()) throw UsageError("--no-bos does not apply to --prompt-ids: the ids are the sequence as given");
+    const std::vector<std::int32_t> prompt_ids = given_ids ? parse_ids(vm["prompt-ids"].as<std::string>(), "prompt-ids")
+                                                           : std::vector<std::int32_t>{};
+    std::string text = chat || given_ids ? std::string() : read_prompt(vm);
     const std::string model_path = vm["model"].as<std::string>();
 
     const auto load_start = Clock::now();
@@ -161,6 +167,12 @@ int run_tokenize(const std::vector<std::string>& args) {
         encode_options.add_bos = prompt->bos.added;
         chat_tokens.prompt = &*prompt;
         chat_tokens.owners = chat::token_messages(tokens, prompt->origins);
+    } else if (given_ids) {
+        // The ids as they are: each checked against the vocabulary, the text their pieces joined.
+        extract::EncodedPrompt encoded = extract::encode_ids(tok, prompt_ids, "--prompt-ids");
+        tokens = std::move(encoded.tokens);
+        text = std::move(encoded.text);
+        encode_options.add_bos = false;
     } else {
         tokens = tok.encode(text, encode_options);
     }

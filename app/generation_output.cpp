@@ -76,3 +76,14 @@ boost::json::object timings_json(const runtime::GenerationTimings& t, std::size_
 }
 
 }  // namespace ember::app
+
+namespace ember::app {
+
+void print_target(const boost::json::object& target) {
+    const boost::json::value& logprob = target.at("logprob");  // null when not finite (after the worker's strict JSON)
+    fmt::print(stderr, "ember: target log-probability {} over {} tokens\n",
+               logprob.is_double() ? fmt::format("{:.6f}", logprob.as_double()) : std::string("(not finite)"),
+               target.at("n_tokens").to_number<std::size_t>());
+}
+
+}  // namespace ember::app

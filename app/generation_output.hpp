@@ -49,6 +49,8 @@ private:
 // "ember: 9 prompt tokens, 32 generated (max_tokens); prefill ... tok/s, decode ... tok/s, route reference, 2 threads"
 void print_summary(std::size_t prompt_tokens, const runtime::GenerationResult& result, std::string_view route,
                    std::size_t threads);
+// "ember: target log-probability -3.141593 over 2 tokens" (a --target's score, target_record's fields)
+void print_target(const boost::json::object& target);
 
 // Sets "text" (the tokens decoded; invalid UTF-8 replaced by U+FFFD) and "text_hex" (the exact bytes).
 void add_text(boost::json::object& out, const tokenizer::Tokenizer& tokenizer, std::span<const std::int32_t> tokens);

@@ -20,6 +20,7 @@
 #include "extract/inputs_record.hpp"
 #include "hooks/hook_chain.hpp"
 #include "generation_output.hpp"
+#include "intervention_effect.hpp"
 #include "runtime/session.hpp"
 
 namespace ember::app {
@@ -130,6 +131,8 @@ json::object report_json(const ReportParts& p, const experiments::RunnerSnapshot
         {"hooks", p.hooks_active ? "active" : "disabled"},
         {"prompt", std::move(prompt)},
         {"generated", std::move(generated)},
+        {"target", p.outcome.target ? json::value(*p.outcome.target) : json::value(nullptr)},
+        {"effect", p.outcome.effect ? json::value(*p.outcome.effect) : json::value(nullptr)},
         {"timings", std::move(timings)},
         {"trace", trace_json(p.trace)},
         {"lifecycle", lifecycle_json(p.outcome.lifecycle)},
@@ -229,6 +232,8 @@ private:
         inputs_ = extract::collect_inputs(config_, model_.sha256, model_.file.mapping()->state());
         encoded_ = extract::encode_run_prompt(model_, config_.prompt);  // a text, or a conversation rendered
         prompt_ = encoded_.text;  // an experiment may rewrite it (before_prefill)
+        if (config_.prompt.target && encoded_.chat)  // refused before anything is written
+            throw UsageError("--target goes with a text prompt or token ids, not a conversation (not yet)");
         outcome_.prompt_tokens = encoded_.ids;
         // An extraction's layers and positions are checked before anything is written.
         if (config_.output.extract)
@@ -307,12 +312,25 @@ private:
             const auto is_end = [this](std::int32_t token) { return model_.tokenizer.is_end_of_generation(token); };
             hooks::HookChain chain{runner_.get(), extractor_ ? &*extractor_ : nullptr};
             // SAEs sit in front of the run's hooks: they fire sae_features into them and splice.
-            std::vector<features::SplicedSae> spliced;
-            for (std::size_t i = 0; i < saes_.size(); ++i) spliced.push_back({&saes_[i], config_.saes[i].splice});
             std::optional<features::SaeSplicer> splicer;
-            if (!spliced.empty()) splicer.emplace(std::move(spliced), chain.simplest());
-            outcome_.result = runtime::generate(*session_, outcome_.prompt_tokens, generation_options(), is_end, on_token,
-                                                splicer ? &*splicer : chain.simplest());
+            if (!saes_.empty()) splicer.emplace(spliced_saes(), chain.simplest());
+            hooks::ActiveHooks* hooks = splicer ? &*splicer : chain.simplest();
+            // With experiments or SAEs, the logits the prefill ends with, for the effect record.
+            std::optional<LastLogitsTap> tap;
+            if (parts_.hooks_active) hooks = &tap.emplace(hooks);
+            outcome_.result = runtime::generate(*session_, outcome_.prompt_tokens, generation_options(), is_end, on_token, hooks);
+            // The target through the experiments and SAEs, not the extraction (its rows are the
+            // prompt's), and the effect: evaluations besides the run's own, left out of its trace.
+            kernels::OpObserver* const observer = session_->observer();
+            session_->set_observer(nullptr);
+            if (config_.prompt.target) {
+                hooks::HookChain scoring{runner_.get(), nullptr};
+                if (splicer) splicer.emplace(spliced_saes(), scoring.simplest());
+                outcome_.target = extract::score_prompt_target(*session_, model_.tokenizer, encoded_, config_.prompt,
+                                                               splicer ? &*splicer : scoring.simplest(), parts_.hooks_active);
+            }
+            if (tap) outcome_.effect = unedited_effect(tap->logits());
+            session_->set_observer(observer);
         }
         if (runner_)
             runner_->on_generation_complete(outcome_.result.tokens.size(), experiment_stop_reason(outcome_.result.stop_reason));
@@ -375,6 +393,7 @@ private:
         record.inputs = inputs_record_;
         record.threads = outcome_.threads;
         if (outcome_.lifecycle.changed()) record.lifecycle = lifecycle_json(outcome_.lifecycle);
+        record.target = outcome_.target;
         extract::write_extraction(*directory_, extractor_ ? &*extractor_ : nullptr, model_, encoded_, record,
                                   session_options_.route, outcome_.threads, [&] {
                                       parts_.failed_during = "run.json";
@@ -441,6 +460,25 @@ private:
                                   token_spans(encoded_)};
         for (std::int32_t id : outcome_.prompt_tokens) info.prompt_token_ids.push_back(static_cast<std::uint32_t>(id));
         return info;
+    }
+
+    // The same prompt (and target) without experiments or SAEs, against the run's.
+    json::object unedited_effect(const std::vector<float>& edited) {
+        std::optional<TargetPair> target;
+        if (outcome_.target) {
+            const json::object unedited =
+                extract::score_prompt_target(*session_, model_.tokenizer, encoded_, config_.prompt, nullptr, /*stepwise=*/true);
+            target = TargetPair{outcome_.target->at("logprob").as_double(), unedited.at("logprob").as_double()};
+        }
+        session_->reset();
+        const kernels::ConstRows last = session_->prefill(encoded_.ids, false, nullptr);  // [1, n_vocab]
+        return effect_json(edited, {last.data, last.cols}, model_.tokenizer, target);
+    }
+
+    std::vector<features::SplicedSae> spliced_saes() {
+        std::vector<features::SplicedSae> spliced;
+        for (std::size_t i = 0; i < saes_.size(); ++i) spliced.push_back({&saes_[i], config_.saes[i].splice});
+        return spliced;
     }
 
     static std::vector<ember_token_span> token_spans(const extract::EncodedPrompt& encoded) {

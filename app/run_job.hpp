@@ -113,6 +113,12 @@ struct RunOutcome {
     std::filesystem::path manifest;              // the output directory's manifest.json
     std::string config_hash;
     Lifecycle lifecycle;
+    // prompt.target (--target): its score, after the generation in an evaluation of its own
+    // through the run's experiments (extract::score_prompt_target); none for a skipped run.
+    std::optional<boost::json::object> target;
+    // A run with experiments or SAEs (not skipped): what they did to the next-token
+    // distribution against the same prompt without them (intervention_effect.hpp).
+    std::optional<boost::json::object> effect;
 };
 
 // The run, here. `stages`, when set (a supervised worker's shared record), is where the

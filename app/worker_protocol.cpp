@@ -9,6 +9,7 @@
 #include <random>
 
 #include "common/error.hpp"
+#include "common/strict_json.hpp"
 #include "ember/utf8.hpp"
 
 namespace ember::app {
@@ -60,6 +61,12 @@ config::RunConfig config_from_json(const json::value& v) {
     if (const auto* chat = p.as_object().if_contains("chat")) c.prompt.chat = chat->as_object();
     if (p.as_object().contains("template")) c.prompt.chat_template = fs::path(text(p, "template"));
     if (p.as_object().contains("template_name")) c.prompt.chat_template_name = text(p, "template_name");
+    if (const auto* ids = p.as_object().if_contains("ids")) {
+        c.prompt.ids.emplace();
+        for (const auto& id : ids->as_array()) c.prompt.ids->push_back(id.to_number<std::int32_t>());
+    }
+    if (const auto* special = p.as_object().if_contains("special")) c.prompt.special = special->as_bool();
+    if (p.as_object().contains("target")) c.prompt.target = text(p, "target");
     const json::value& g = v.at("generation");
     c.generation = {number<std::uint32_t>(g, "max_tokens"), number<double>(g, "temperature"),
                     number<std::uint32_t>(g, "top_k"), number<double>(g, "top_p"), number<std::uint64_t>(g, "seed")};
@@ -265,7 +272,10 @@ json::object outcome_json(const RunOutcome& o) {
             {"arrays", o.arrays},
             {"manifest", o.manifest.string()},
             {"config_hash", o.config_hash},
-            {"lifecycle", lifecycle_message(o.lifecycle)}};
+            {"lifecycle", lifecycle_message(o.lifecycle)},
+            // As strict JSON text: a score may be infinite (a hostile model's logits), which JSON cannot hold.
+            {"target", o.target ? json::value(strict_json(*o.target)) : json::value(nullptr)},
+            {"effect", o.effect ? json::value(strict_json(*o.effect)) : json::value(nullptr)}};
 }
 
 // The prompts travel as hex: a prompt file need not be UTF-8, which a JSON parser refuses.
@@ -332,6 +342,8 @@ RunOutcome outcome_from_json(const json::value& v) {
         o.manifest = text(v, "manifest");
         o.config_hash = text(v, "config_hash");
         o.lifecycle = lifecycle_from_message(v.at("lifecycle"));
+        if (const json::value& target = v.at("target"); !target.is_null()) o.target = json::parse(text(v, "target")).as_object();
+        if (const json::value& effect = v.at("effect"); !effect.is_null()) o.effect = json::parse(text(v, "effect")).as_object();
         return o;
     });
 }

@@ -176,7 +176,7 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b) {
 
 CorruptPrompt aligned_corrupt_prompt(const tokenizer::Tokenizer& tok, const AttributeRequest& r, std::size_t prompt_tokens,
                                      const extract::Selection& selection) {
-    CorruptPrompt corrupt{extract::encode_prompt(tok, *r.corrupt, r.add_bos), {}};
+    CorruptPrompt corrupt{extract::encode_prompt(tok, *r.corrupt, r.add_bos, r.special), {}};
     if (!r.corrupt_select) {
         if (corrupt.encoded.ids.size() != prompt_tokens)
             throw Error(fmt::format("--corrupt: the corrupted prompt is {} tokens and the clean prompt {}: attribution "

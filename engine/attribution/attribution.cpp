@@ -29,7 +29,7 @@ Continuation split_continuation(const tokenizer::Tokenizer& tok, const Attribute
                                 const char* option) {
     if (target.empty()) throw Error(fmt::format("{} is empty: there is nothing to score", option));
     Continuation c;
-    c.evaluated = extract::encode_prompt(tok, r.prompt + target, r.add_bos);
+    c.evaluated = extract::encode_prompt(tok, r.prompt + target, r.add_bos, r.special);
     const std::size_t end = r.prompt.size();
     for (const tokenizer::Token& t : c.evaluated.tokens) {
         if (t.start < end && t.end > end)

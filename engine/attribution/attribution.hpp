@@ -32,6 +32,7 @@ bool has_gradient(hooks::Stage stage);
 struct AttributeRequest {
     std::string prompt;
     config::AddBos add_bos = config::AddBos::Auto;
+    bool special = false;  // --special: special-token texts in prompt, target and corrupt parsed
     MetricKind metric = MetricKind::LogProb;
     std::string target;
     std::optional<std::string> contrast;  // logit-diff's B

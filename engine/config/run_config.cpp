@@ -98,11 +98,25 @@ PromptSection parse_prompt(const toml::table& table, const std::string& file, co
         else r.fail(*n, "prompt.add_bos must be true, false or \"auto\"");
     }
     parse_chat(r, table, p, base);
+    if (const toml::node* n = r.node("ids")) {
+        const toml::array* list = n->as_array();
+        if (!list || list->empty()) r.fail(*n, "prompt.ids must be a non-empty array of token ids");
+        std::vector<std::int32_t> ids;
+        for (const toml::node& id : *list) {
+            const auto v = id.value<std::int64_t>();
+            if (!id.is_integer() || !v || *v < 0 || *v > kMaxInt32) r.fail(id, "prompt.ids: each id must be an integer >= 0");
+            ids.push_back(static_cast<std::int32_t>(*v));
+        }
+        p.ids = std::move(ids);
+    }
+    if (auto special = r.boolean("special")) p.special = *special;
+    p.target = r.string("target");
     r.finish();
+    if (p.ids && (p.text || p.file || p.chat)) r.fail(*table.get("ids"), "[prompt] takes ids, text, file or messages: one of them");
     if (p.text && p.file) r.fail(*table.get("file"), "[prompt] takes text or file, not both");
     if (p.chat && (p.text || p.file)) r.fail(*table.get("messages"), "[prompt] takes messages, text or file: one of them");
-    if (!p.text && !p.file && !p.chat)
-        r.fail_here("[prompt] needs text = \"...\", file = \"prompt.txt\" or messages = [...]");
+    if (!p.text && !p.file && !p.chat && !p.ids)
+        r.fail_here("[prompt] needs text = \"...\", file = \"prompt.txt\", ids = [...] or messages = [...]");
     return p;
 }
 
@@ -404,6 +418,7 @@ RunConfig run_config_from_toml(const toml::table& root, const fs::path& file, co
         ExperimentEntry e;
         e.plugin = absolute_normal(plugin);
         e.base_dir = fs::current_path();
+        if (n < options.command_line_configs.size()) e.config_json = options.command_line_configs[n];
         e.origin = fmt::format("--experiment {}", ++n);
         c.experiments.push_back(std::move(e));
     }
@@ -457,6 +472,10 @@ boost::json::object to_json(const RunConfig& c) {
     if (c.prompt.chat) prompt["chat"] = *c.prompt.chat;  // only a chat run has these: other hashes stay
     if (c.prompt.chat_template) prompt["template"] = c.prompt.chat_template->string();
     if (c.prompt.chat_template_name) prompt["template_name"] = *c.prompt.chat_template_name;
+    // Only a run that sets them has these keys, so other configs keep their hashes.
+    if (c.prompt.ids) prompt["ids"] = json::value_from(*c.prompt.ids);
+    if (c.prompt.special) prompt["special"] = true;
+    if (c.prompt.target) prompt["target"] = *c.prompt.target;
 
     json::array experiments;
     for (const auto& e : c.experiments) {

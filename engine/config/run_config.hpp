@@ -53,6 +53,11 @@ struct PromptSection {
     std::optional<boost::json::object> chat;
     std::optional<std::filesystem::path> chat_template;
     std::optional<std::string> chat_template_name;
+    // The prompt as token ids ([prompt] ids = [...] or --ids 1,2,3), instead of a text:
+    // checked against the vocabulary, its text the ids' pieces joined.
+    std::optional<std::vector<std::int32_t>> ids;
+    bool special = false;               // parse special-token texts (<|eot_id|>) in the text (--special)
+    std::optional<std::string> target;  // a continuation scored by teacher forcing (--target; docs/extraction.md)
 };
 
 struct GenerationSection {
@@ -182,6 +187,8 @@ struct LoadOptions {
     std::optional<std::filesystem::path> defaults_file;
     // --experiment plugins, resolved against the current directory.
     std::vector<std::filesystem::path> command_line_experiments;
+    // Their configs (--experiment-config), canonical JSON, one per experiment; none: all "{}".
+    std::vector<std::string> command_line_configs;
     // --no-defaults: leave the defaults file out (as [hooks] defaults = false).
     bool no_defaults = false;
 };

@@ -57,16 +57,54 @@ bool safe_char(char c) {
            c == '-';
 }
 
+// The length of the UTF-8 sequence at s[i] and its code point; 0 when the bytes there are
+// not one well-formed sequence (overlong, a surrogate, beyond U+10FFFF, cut short).
+std::size_t utf8_sequence(const std::string& s, std::size_t i, char32_t& cp) {
+    const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[i + k]); };
+    const unsigned char lead = b(0);
+    const std::size_t n = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : (lead >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return 0;
+    cp = n == 1 ? lead : lead & (0x7F >> n);
+    for (std::size_t k = 1; k < n; ++k) {
+        if ((b(k) & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (b(k) & 0x3F);
+    }
+    constexpr char32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return n;
+}
+
+// A character beyond ASCII that may stand in a file name: not a C1 control, no-break or
+// other space, general punctuation (bidirectional controls, zero-width characters), a
+// variation selector, the BOM, a private-use character or a noncharacter.
+bool readable_code_point(char32_t cp) {
+    if (cp < 0xA1) return false;
+    if (cp >= 0x2000 && cp <= 0x206F) return false;
+    if (cp == 0x3000 || cp == 0xFEFF || (cp >= 0xFE00 && cp <= 0xFE0F) || (cp >= 0xFFF0 && cp <= 0xFFFF)) return false;
+    if ((cp >= 0xE000 && cp <= 0xF8FF) || cp >= 0xF0000 || (cp >= 0xFDD0 && cp <= 0xFDEF) || (cp & 0xFFFE) == 0xFFFE)
+        return false;
+    return true;
+}
+
+// A string value in run names: itself when short and plain ASCII, else a readable slug (the
+// safe ASCII characters and the readable characters beyond ASCII, so Arabic stays Arabic;
+// every run of other bytes one '_'), at most kReadable bytes cut between characters, then
+// '~' and the hash of the whole value, so two values never share a name.
 std::string string_text(const std::string& s) {
     constexpr std::size_t kWhole = 32, kReadable = 24;
     if (!s.empty() && s.size() <= kWhole && s.front() != '.' && std::all_of(s.begin(), s.end(), safe_char)) return s;
     std::string readable;
-    for (char c : s) {
-        if (safe_char(c)) readable += c;
-        else if (!readable.empty() && readable.back() != '_') readable += '_';
+    for (std::size_t i = 0; i < s.size();) {
+        char32_t cp = 0;
+        const std::size_t n = utf8_sequence(s, i, cp);
+        const bool keep = n == 1 ? safe_char(s[i]) : n > 1 && readable_code_point(cp);
+        const std::size_t width = keep ? n : std::max<std::size_t>(n, 1);
+        if (keep && readable.size() + n <= kReadable) readable.append(s, i, n);
+        else if (!keep && !readable.empty() && readable.back() != '_' && readable.size() < kReadable) readable += '_';
+        else if (keep) break;  // full: never half a character
+        i += width;
     }
     while (!readable.empty() && (readable.front() == '.' || readable.front() == '_')) readable.erase(0, 1);
-    if (readable.size() > kReadable) readable.resize(kReadable);
     while (!readable.empty() && readable.back() == '_') readable.pop_back();
     return readable + "~" + hash8(s);
 }
@@ -258,7 +296,11 @@ std::string run_name(const std::vector<std::string>& labels, const std::vector<G
     std::string name;
     for (std::size_t i = 0; i < values.size(); ++i)
         name += fmt::format("{}{}={}", i ? "," : "", labels[i], grid_value_text(values[i].value));
-    if (name.size() > kMaxName) name = name.substr(0, kMaxName - 9) + "~" + hash8(name);
+    if (name.size() > kMaxName) {
+        std::size_t cut = kMaxName - 9;  // not inside a character: back to the start of the one it would split
+        while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
+        name = name.substr(0, cut) + "~" + hash8(name);
+    }
     return name;
 }
 

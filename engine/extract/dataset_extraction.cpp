@@ -22,6 +22,7 @@
 #include "extract/inputs_record.hpp"
 #include "extract/logit_lens.hpp"
 #include "extract/sae_extraction.hpp"
+#include "extract/target_scoring.hpp"
 #include "hooks/hook_chain.hpp"
 
 namespace ember::extract {
@@ -54,21 +55,14 @@ std::string sample_name(const Sample& s, const std::filesystem::path& file) {
 Prepared prepare(const Request& r, Sample sample, const std::filesystem::path& file) {
     Prepared p;
     const std::string name = sample_name(sample, file);
-    p.evaluated = encode_prompt(r.model.tokenizer, sample.text + sample.target.value_or(""), r.add_bos);
-    p.prompt_tokens = p.evaluated.tokens.size();
     if (sample.target) {
-        // The target's tokens are those starting at or after the prompt's end.
-        const std::size_t end = sample.text.size();
-        p.prompt_tokens = 0;
-        for (const tokenizer::Token& t : p.evaluated.tokens) {
-            if (t.start < end && t.end > end)
-                throw Error(fmt::format("{}: token {} (bytes {}-{}) straddles the end of the prompt and the start of the "
-                                        "target: tokenized together they do not split there",
-                                        name, t.id, t.start, t.end));
-            if (t.start < end || (t.start == t.end && t.start == 0)) ++p.prompt_tokens;
-        }
-        if (p.prompt_tokens == p.evaluated.tokens.size())
-            throw Error(fmt::format("{}: the target has no tokens of its own", name));
+        TargetTokens t = split_target(encode_prompt(r.model.tokenizer, sample.text + *sample.target, r.add_bos),
+                                      sample.text.size(), *sample.target, name);
+        p.evaluated = std::move(t.evaluated);
+        p.prompt_tokens = t.prompt_tokens;
+    } else {
+        p.evaluated = encode_prompt(r.model.tokenizer, sample.text, r.add_bos);
+        p.prompt_tokens = p.evaluated.tokens.size();
     }
     if (p.prompt_tokens == 0) throw Error(fmt::format("{}: the prompt has no tokens", name));
     if (p.evaluated.ids.size() > r.context_length)
@@ -133,19 +127,9 @@ std::vector<ArrayPlan> plan_arrays(const Selection& s, const models::ModelConfig
     return out;
 }
 
-// log p(target token j | tokens before j) for every target token, from the logits of
-// every evaluated row [T, n_vocab]: logits[j - 1][id_j] - logsumexp(logits[j - 1]), in double.
+// log p(target token j | tokens before j) for every target token (target_scoring.hpp).
 std::vector<double> target_logprobs(const Prepared& p, kernels::ConstRows logits) {
-    std::vector<double> out;
-    for (std::size_t j = p.prompt_tokens; j < p.evaluated.ids.size(); ++j) {
-        const float* row = logits.data + (j - 1) * logits.cols;
-        double max = -std::numeric_limits<double>::infinity();
-        for (std::size_t v = 0; v < logits.cols; ++v) max = std::max(max, static_cast<double>(row[v]));
-        double sum = 0;
-        for (std::size_t v = 0; v < logits.cols; ++v) sum += std::exp(static_cast<double>(row[v]) - max);
-        out.push_back(static_cast<double>(row[p.evaluated.ids[j]]) - (max + std::log(sum)));
-    }
-    return out;
+    return score_target(p.evaluated.ids, p.prompt_tokens, logits).logprobs;
 }
 
 // Evaluates one sample on its own (position 0, an empty cache), with the experiments'

@@ -6,22 +6,15 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 #include "common/strict_json.hpp"
 #include "common/error.hpp"
 #include "extract/sae_extraction.hpp"
+#include "extract/target_scoring.hpp"
 
 namespace ember::extract {
-namespace {
-
 namespace json = boost::json;
-
-json::object piece_fields(const tokenizer::Tokenizer& tok, std::int32_t id) {
-    const std::string piece = tok.piece(id, true);
-    return {{"piece", piece_text(piece)}, {"piece_hex", hex(piece)}};
-}
-
-}  // namespace
 
 void DatasetRecords::append(const SampleRows& s, RunPoint& point) {
     const Prepared& p = *s.prepared;
@@ -151,17 +144,10 @@ void DatasetRecords::append_target(const SampleRows& s) {
     const Prepared& p = *s.prepared;
     double sum = std::numeric_limits<double>::quiet_NaN();
     if (p.sample.target && s.extractor) {
-        sum = 0;
-        json::array tokens;
-        for (std::size_t i = 0; i < s.target.size(); ++i) {
-            const std::size_t j = p.prompt_tokens + i;
-            json::object t{{"position", j}, {"id", p.evaluated.ids[j]}, {"logprob", s.target[i]}};
-            for (auto& [k, v] : piece_fields(tok_, p.evaluated.ids[j])) t[k] = v;
-            tokens.push_back(std::move(t));
-            sum += s.target[i];
-        }
-        const json::object line{{"sample", p.sample.index}, {"id", p.sample.id},       {"target", *p.sample.target},
-                                {"logprob", sum},           {"n_tokens", s.target.size()}, {"tokens", std::move(tokens)}};
+        const TargetScore score{s.target, std::accumulate(s.target.begin(), s.target.end(), 0.0)};
+        json::object line{{"sample", p.sample.index}, {"id", p.sample.id}};
+        for (auto& [k, v] : target_record(tok_, p.evaluated.ids, p.prompt_tokens, *p.sample.target, score)) line[k] = v;
+        sum = score.logprob;
         out_.targets_jsonl()->write(strict_json(line) + "\n");
     }
     out_.targets_npy()->append(&sum, 1);

@@ -17,6 +17,7 @@
 #include "extract/inputs_record.hpp"
 #include "extract/logit_lens.hpp"
 #include "extract/sae_extraction.hpp"
+#include "extract/target_scoring.hpp"
 
 namespace ember::extract {
 namespace {
@@ -53,6 +54,27 @@ std::string read_prompt(const config::PromptSection& prompt) {
     if (prompt.text) return *prompt.text;
     if (!prompt.file) throw Error("the run has no prompt (prompt.text or prompt.file)");
     return read_input_file(*prompt.file, "prompt file");
+}
+
+json::object score_prompt_target(runtime::Session& session, const tokenizer::Tokenizer& tok, const EncodedPrompt& prompt,
+                                 const config::PromptSection& section, hooks::ActiveHooks* hooks, bool stepwise) {
+    const TargetTokens t = encode_with_target(tok, prompt, *section.target, section, "--target");
+    session.reset();
+    if (t.evaluated.ids.size() > session.context_length())
+        throw Error(fmt::format("--target: the prompt and the target, {} tokens, do not fit in the context of {} tokens (--ctx)",
+                                t.evaluated.ids.size(), session.context_length()));
+    const std::span<const std::int32_t> ids = t.evaluated.ids;
+    if (!stepwise)
+        return target_record(tok, ids, t.prompt_tokens, t.target,
+                             score_target(ids, t.prompt_tokens, session.prefill(ids, /*all_logits=*/true, hooks)));
+    TargetScore score;
+    kernels::ConstRows row = session.prefill(ids.first(t.prompt_tokens), false, hooks);  // [1, n_vocab]
+    for (std::size_t j = t.prompt_tokens; j < ids.size(); ++j) {
+        score.logprobs.push_back(token_logprob(row.data, row.cols, ids[j]));
+        score.logprob += score.logprobs.back();
+        if (j + 1 < ids.size()) row = session.decode(ids[j], hooks);
+    }
+    return target_record(tok, ids, t.prompt_tokens, t.target, score);
 }
 
 std::size_t effective_threads(std::uint32_t threads) {
@@ -165,6 +187,19 @@ void write_extraction(RunDirectoryWriter& writer, const Extractor* extractor, co
     };
     if (!run.lifecycle.is_null()) manifest["lifecycle"] = run.lifecycle;
     if (!run.sae_features.is_null()) manifest["sae_features"] = run.sae_features;
+    if (run.target) {
+        // The files and fields of a dataset run's targets, for its one sample.
+        json::object line{{"sample", 0}, {"id", nullptr}};
+        for (const auto& [k, v] : *run.target) line[k] = v;
+        writer.write_text("targets.jsonl", strict_json(line) + "\n");
+        const double sum = run.target->at("logprob").as_double();
+        writer.write_npy_f64("targets.npy", &sum, {1});
+        manifest["targets"] = {{"file", "targets.npy"},
+                               {"shape", json::array{1}},
+                               {"dtype", "float64"},
+                               {"values", "per sample: the summed log-probability of its target (NaN: no target)"},
+                               {"tokens", "targets.jsonl"}};
+    }
     writer.commit(std::move(manifest));
 }
 
@@ -179,6 +214,8 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     Selection selection = resolve(config.output, model.model->config(), prompt.text, prompt.tokens);
     selection.sae_sites = sae_sites(saes);
     const std::size_t threads = effective_threads(config.model.threads);
+    if (config.prompt.target && prompt.chat)  // refused before anything is written
+        throw UsageError("--target goes with a text prompt or token ids, not a conversation (not yet)");
 
     // One writer per directory; an earlier run is refused, or replaced with --overwrite.
     RunDirectoryWriter writer(config.output.dir,
@@ -206,9 +243,13 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
         result.trace->path = config.tracing.path;
     }
 
+    // The target in an evaluation of its own: the extraction's arrays are those without it.
+    if (config.prompt.target) result.target = score_prompt_target(session, model.tokenizer, prompt, config.prompt);
+
     check_inputs_unchanged(inputs, model.file.mapping());
     start = Clock::now();
     RunRecord run;
+    run.target = result.target;
     run.route = session.backend().route();
     run.variant = session.backend().variant();
     run.config_hash = config::config_hash(config);

@@ -51,6 +51,9 @@ struct RunRecord {
     // extract --sae: the SAE feature arrays' entries (sae_extraction.hpp); null: none, and
     // the manifest has no "sae_features".
     boost::json::value sae_features = nullptr;
+    // A single prompt's --target scored (target_scoring.hpp target_record): written as
+    // targets.jsonl and targets.npy, as a dataset run's, and listed as the manifest's "targets".
+    std::optional<boost::json::object> target;
 };
 
 // Writes every capture, the logits dump and the logit lens of `extractor` (none when
@@ -67,6 +70,7 @@ struct ExtractionResult {
     std::optional<trace::JournalSummary> trace;
     double prefill_ms = 0;
     double write_ms = 0;
+    std::optional<boost::json::object> target;  // --target: its score (target_record)
 };
 
 struct ExtractionOptions {
@@ -79,6 +83,18 @@ struct ExtractionOptions {
 // an earlier run it was to replace in place).
 ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfig& config,
                                 const ExtractionOptions& options = {});
+
+// A single prompt's target (prompt.target) scored on `session` (reset first). `stepwise`
+// false: one prefill of prompt + target with every row's logits, as a dataset sample's.
+// true (a run with experiments or SAEs, through `hooks`): as the generation would see it,
+// the prompt's prefill, then one decode evaluation per target token (teacher forcing), so
+// an experiment's phases and positions ("last": the prompt's) mean what they mean in the
+// generation, and the score is the edited model's. Returns target_record's fields;
+// ember::Error when the target does not split from the prompt or the whole does not fit
+// in the context.
+boost::json::object score_prompt_target(runtime::Session& session, const tokenizer::Tokenizer& tok,
+                                        const EncodedPrompt& prompt, const config::PromptSection& section,
+                                        hooks::ActiveHooks* hooks = nullptr, bool stepwise = false);
 
 // --threads / model.threads: 0 means every hardware thread.
 std::size_t effective_threads(std::uint32_t threads);

@@ -34,10 +34,11 @@ json::value piece_text(std::string_view piece) {
     return tokenizer::unicode::is_valid_utf8(piece) ? json::value(piece) : json::value(nullptr);
 }
 
-EncodedPrompt encode_prompt(const tokenizer::Tokenizer& tok, std::string text, config::AddBos add_bos) {
+EncodedPrompt encode_prompt(const tokenizer::Tokenizer& tok, std::string text, config::AddBos add_bos, bool special) {
     EncodedPrompt p;
     tokenizer::EncodeOptions options;
     if (add_bos != config::AddBos::Auto) options.add_bos = add_bos == config::AddBos::Yes;
+    options.parse_special = special;
     p.tokens = tok.encode(text, options);
     p.text = std::move(text);
     for (const auto& t : p.tokens) p.ids.push_back(t.id);
@@ -48,8 +49,25 @@ EncodedPrompt encode_prompt(const tokenizer::Tokenizer& tok, std::string text, c
     return p;
 }
 
+EncodedPrompt encode_ids(const tokenizer::Tokenizer& tok, std::span<const std::int32_t> ids, std::string_view what) {
+    if (ids.empty()) throw Error(fmt::format("{}: no token ids", what));
+    EncodedPrompt p;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        const std::int32_t id = ids[i];
+        if (id < 0 || static_cast<std::size_t>(id) >= tok.vocab_size())
+            throw Error(fmt::format("{}: id {} (index {}) is not in the vocabulary of {} tokens", what, id, i, tok.vocab_size()));
+        const std::string piece = tok.piece(id, true);
+        const std::size_t start = p.text.size();
+        p.text += piece;
+        p.tokens.push_back({id, start, p.text.size()});
+        p.ids.push_back(id);
+    }
+    return p;
+}
+
 EncodedPrompt encode_run_prompt(const runtime::LoadedModel& model, const config::PromptSection& prompt) {
-    if (!prompt.chat) return encode_prompt(model.tokenizer, read_prompt(prompt), prompt.add_bos);
+    if (prompt.ids) return encode_ids(model.tokenizer, *prompt.ids, "prompt.ids (--ids)");
+    if (!prompt.chat) return encode_prompt(model.tokenizer, read_prompt(prompt), prompt.add_bos, prompt.special);
     chat::TemplateChoice choice{prompt.chat_template, prompt.chat_template_name};
     chat::ChatPrompt rendered =
         chat::render_prompt(chat::load_template(choice, &model.file, model.path.string()), *prompt.chat, &model.tokenizer);

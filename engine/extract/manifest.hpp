@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -34,9 +36,15 @@ struct EncodedPrompt {
     std::optional<boost::json::object> chat;
     std::vector<std::int32_t> token_messages;
 };
-EncodedPrompt encode_prompt(const tokenizer::Tokenizer& tok, std::string text, config::AddBos add_bos);
-// A run's prompt: prompt.text / prompt.file encoded, or prompt.chat rendered with the chat
-// template (the file, else the model's), special tokens parsed and no second BOS.
+// `special`: special-token texts (<|eot_id|>) in the text are those tokens (--special).
+EncodedPrompt encode_prompt(const tokenizer::Tokenizer& tok, std::string text, config::AddBos add_bos, bool special = false);
+// A prompt given as token ids: each checked against the vocabulary (ember::Error naming
+// `what`, the index and the id), no BOS added (the ids are the sequence); the text is the
+// ids' pieces joined, each token's byte span its piece's.
+EncodedPrompt encode_ids(const tokenizer::Tokenizer& tok, std::span<const std::int32_t> ids, std::string_view what);
+// A run's prompt: prompt.text / prompt.file encoded (prompt.special), prompt.ids taken as
+// they are (encode_ids), or prompt.chat rendered with the chat template (the file, else
+// the model's), special tokens parsed and no second BOS.
 EncodedPrompt encode_run_prompt(const runtime::LoadedModel& model, const config::PromptSection& prompt);
 // The token-to-message map as JSON: a message index per token, null for template text.
 boost::json::array token_messages_json(const EncodedPrompt& prompt);

@@ -269,6 +269,11 @@ FileRecord RunDirectoryWriter::write_npy_f32(const std::string& name, const floa
     return write_bytes(name, npy::header("<f4", shape), data, npy::element_count(shape) * sizeof(float));
 }
 
+FileRecord RunDirectoryWriter::write_npy_f64(const std::string& name, const double* data,
+                                             const std::vector<std::size_t>& shape) {
+    return write_bytes(name, npy::header("<f8", shape), data, npy::element_count(shape) * sizeof(double));
+}
+
 FileRecord RunDirectoryWriter::write_npy_i32(const std::string& name, const std::int32_t* data,
                                              const std::vector<std::size_t>& shape) {
     return write_bytes(name, npy::header("<i4", shape), data, npy::element_count(shape) * sizeof(std::int32_t));

@@ -78,6 +78,7 @@ public:
     FileRecord write_npy_f32(const std::string& name, const float* data, const std::vector<std::size_t>& shape);
     FileRecord write_npy_i32(const std::string& name, const std::int32_t* data, const std::vector<std::size_t>& shape);
     FileRecord write_npy_i64(const std::string& name, const std::int64_t* data, const std::vector<std::size_t>& shape);
+    FileRecord write_npy_f64(const std::string& name, const double* data, const std::vector<std::size_t>& shape);
     FileRecord write_text(const std::string& name, std::string_view text);
     // A file the caller wrote into dir() itself (streamed, ember merge), with its size and
     // SHA-256, so that commit() lists it without reading it again.

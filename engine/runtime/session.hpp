@@ -89,6 +89,9 @@ public:
     const models::Model& model() const { return model_; }
     const kernels::Backend& backend() const { return *backend_; }
     kernels::OpObserver* observer() const { return ops_.observer(); }
+    // Attaches or (null) detaches the observer: evaluations a run makes besides its own
+    // (a target's score, an effect's unedited prompt) stay out of its trace.
+    void set_observer(kernels::OpObserver* observer) { ops_.set_observer(observer); }
     const models::KvCache& kv_cache() const { return state_.kv_cache; }
 
 private:

@@ -37,7 +37,8 @@
 // With positions = "all", rows the source did not capture are left alone.
 //
 // The record (kind "ember.patch", strict JSON, sealed into the run's manifest with every
-// other file) says which source was used, by its run id and manifest seal, and how many
+// other file) says which source was used, by its path, its run id, its run's name (the
+// directory holding the capturing run's run.json, as a sweep names it) and manifest seal, and how many
 // rows were written per stage, layer and phase; with specs, "selection" names both specs
 // and the rows they matched (position, byte span, partial): "source_rows", and
 // "target_rows" one list per prefill (one per sample in a dataset run). It is written when
@@ -158,6 +159,7 @@ public:
         if (!member(manifest, "complete", name_).as_bool())
             throw std::runtime_error(name_ + " is incomplete (the run that captured it failed)");
         check_seal(text, manifest);
+        find_source_run();
         check_route_lock(member(manifest, "run", name_));
         load_arrays(member(manifest, "arrays", name_), member(manifest, "files", name_));
         check_requested();
@@ -214,6 +216,31 @@ private:
         seal_ = seal;
         const ember::JsonValue* id = manifest.find("run_id");
         source_run_id_ = id && id->is_string() ? id->as_string() : member(member(manifest, "run", name_), "run_id", name_).as_string();
+    }
+
+    // The run the capture belongs to, by name: the nearest directory above it whose run.json
+    // has the capture's run id (a capture writes inside its run's directory; a sweep names
+    // that directory after the run). None found: the record's run_name is null.
+    void find_source_run() {
+        fs::path at = fs::absolute(dir_).lexically_normal();
+        for (int up = 0; up < 4 && !at.empty(); ++up, at = at.parent_path()) {
+            std::ifstream in(at / "run.json", std::ios::binary);
+            if (!in) {
+                if (at == at.root_path()) return;
+                continue;
+            }
+            const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+            try {
+                const ember::JsonValue report = ember::JsonValue::parse(text);
+                const ember::JsonValue* id = report.find("run_id");
+                if (id && id->is_string() && id->as_string() == source_run_id_) {
+                    source_run_dir_ = at;
+                    return;
+                }
+            } catch (const std::exception&) {
+            }
+            return;  // another run's directory: the capture is not this run's
+        }
     }
 
     // The source must describe this very computation: same model bytes, prompt length, route.
@@ -373,7 +400,10 @@ private:
             "{\n  \"schema_version\": 1,\n  \"kind\": \"ember.patch\",\n  \"complete\": " +
             std::string(complete ? "true" : "false") + (complete ? "" : ",\n  " + ember_plugins::json_member("error", error)) +
             ",\n  \"source\": {" + ember_plugins::json_member("dir", dir_.string()) +
-            ", \"run_id\": " + json_string(source_run_id_) + ", \"manifest_sha256\": " + json_string(seal_) +
+            ", \"run_id\": " + json_string(source_run_id_) + ", \"run_name\": " +
+            (source_run_dir_.empty() ? std::string("null") : json_string(source_run_dir_.filename().string())) +
+            ", \"run_dir\": " + (source_run_dir_.empty() ? std::string("null") : json_string(source_run_dir_.string())) +
+            ", \"manifest_sha256\": " + json_string(seal_) +
             "},\n  \"rows_written\": [" + rows + (rows.empty() ? "" : "\n  ") + "]" + selection_record() + "\n}\n";
         try {
             ember::npy::write_file_atomically(record_path_, text, nullptr, 0);
@@ -397,6 +427,7 @@ private:
 
     std::uint64_t stage_bits_ = 0;
     fs::path dir_;
+    fs::path source_run_dir_;  // the directory of the run that captured the source; empty: not found
     fs::path record_path_;
     std::string name_;
     std::string seal_;

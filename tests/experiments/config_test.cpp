@@ -165,7 +165,7 @@ TEST_CASE("every error names file:line:column") {
         {"modle = 1\n" + std::string(kMinimal), "x.toml:1:1: unknown key 'modle' (known keys: model, prompt, generation, "
                                                 "tracing, output, hooks, dataset, attribute, experiment, sae)"},
         {std::string(kMinimal) + "modle = 1\n", "x.toml:5:1: unknown key 'modle' in [prompt] (known keys: text, file, "
-                                                "add_bos, messages, add_generation_prompt, enable_thinking, tools, template, template_name)"},
+                                                "add_bos, messages, add_generation_prompt, enable_thinking, tools, template, template_name, ids, special, target)"},
         {std::string(kMinimal) + "[modle]\n", "x.toml:5:2: unknown key 'modle' (known keys: model, prompt, generation, "
                                               "tracing, output, hooks, dataset, attribute, experiment, sae)"},
         {"[model]\npath = \"m.gguf\"\ntreads = 2\n" + ok_prompt,
@@ -185,7 +185,7 @@ TEST_CASE("every error names file:line:column") {
         {"[model]\npath = \"m.gguf\"\n[prompt]\ntext = \"a\"\nfile = \"b.txt\"\n",
          "x.toml:5:8: [prompt] takes text or file, not both"},
         {"[model]\npath = \"m.gguf\"\n[prompt]\nadd_bos = true\n",
-         "x.toml:3:1: [prompt] needs text = \"...\", file = \"prompt.txt\" or messages = [...]"},
+         "x.toml:3:1: [prompt] needs text = \"...\", file = \"prompt.txt\", ids = [...] or messages = [...]"},
         {"[model]\npath = \"m.gguf\"\n[prompt]\ntext = \"a\"\nadd_bos = \"yes\"\n",
          "x.toml:5:11: prompt.add_bos must be true, false or \"auto\""},
         {std::string(kMinimal) + "[generation]\nmax_tokens = 0\n", "x.toml:6:14: generation.max_tokens = 0 is outside [1, 2147483647]"},

@@ -54,12 +54,26 @@ std::string huge_grid() {
     return fmt::format("[grid]\n\"generation.seed\" = [{0}]\n\"generation.max_tokens\" = [{0}]\n", values);
 }
 
+// Safe ASCII, and characters beyond ASCII (readable labels: Arabic stays Arabic) as whole
+// UTF-8 sequences; never '/', a control byte or a cut character.
 bool name_is_safe(const std::string& name) {
-    return !name.empty() && name.size() <= 200 && name.front() != '.' &&
-           std::all_of(name.begin(), name.end(), [](char c) {
-               return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                      std::string_view("._-=,+~").find(c) != std::string_view::npos;
-           });
+    if (name.empty() || name.size() > 200 || name.front() == '.') return false;
+    for (std::size_t i = 0; i < name.size();) {
+        const auto c = static_cast<unsigned char>(name[i]);
+        if (c < 0x80) {
+            if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                  std::string_view("._-=,+~").find(static_cast<char>(c)) != std::string_view::npos))
+                return false;
+            ++i;
+            continue;
+        }
+        const std::size_t n = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+        if (n == 0 || i + n > name.size()) return false;
+        for (std::size_t k = 1; k < n; ++k)
+            if ((static_cast<unsigned char>(name[i + k]) & 0xC0) != 0x80) return false;
+        i += n;
+    }
+    return true;
 }
 
 }  // namespace
@@ -94,7 +108,10 @@ TEST_CASE("grid: the product of [grid] keys and [[grid.zip]] groups, in order, w
         CHECK(run.values[2].value == json::value(*run.config.prompt.text));
         const std::string prefix = fmt::format("seed={},layers={},text=", arabic ? 2 : 1, layer);
         CHECK(run.name.rfind(prefix, 0) == 0);
-        CHECK(run.name.substr(prefix.size(), arabic ? 1 : 4) == (arabic ? "~" : "a_b~"));
+        // Readable labels: the Arabic words kept (24 bytes of them, whole characters), then the hash.
+        const std::string label = arabic ? "ذهب_الولد_إلى~" : "a_b~";
+        CHECK(run.name.substr(prefix.size(), label.size()) == label);
+        CHECK(run.name.size() == prefix.size() + label.size() + 8);
     }
     std::sort(names.begin(), names.end());
     CHECK(std::adjacent_find(names.begin(), names.end()) == names.end());
@@ -202,8 +219,26 @@ TEST_CASE("grid: how values are written in run names") {
     CHECK(dots.starts_with("~"));
     CHECK(dots.size() == 9);
     const std::string arabic = config::grid_value_text(json::value("ذهب الولد"));
-    CHECK(arabic.starts_with("~"));
+    CHECK(arabic.starts_with("ذهب_الولد~"));
+    CHECK(arabic.size() == std::string("ذهب_الولد~").size() + 8);
     CHECK(arabic != config::grid_value_text(json::value("ذهب البنت")));  // the hash tells them apart
+    // Equal slugs, different values: the hash still tells them apart.
+    CHECK(config::grid_value_text(json::value("كتب/")) != config::grid_value_text(json::value("كتب:")));
+    CHECK(config::grid_value_text(json::value("كتب/")).starts_with("كتب~"));
+    // Unsafe bytes go: a bidirectional control, a zero-width joiner, a no-break space, a
+    // control byte, invalid UTF-8 (a lone continuation byte, a cut sequence).
+    CHECK(config::grid_value_text(json::value("a\u202Eb\u200Dc\u00A0d\x01" "e")).starts_with("a_b_c_d_e~"));
+    CHECK(config::grid_value_text(json::value(std::string("x\x80y\xD8"))).starts_with("x_y~"));
+    // The cap falls between characters: 30 two-byte letters give 12 whole ones (24 bytes).
+    std::string letters;
+    for (int i = 0; i < 30; ++i) letters += "ب";
+    const std::string capped = config::grid_value_text(json::value(letters));
+    CHECK(capped.substr(0, capped.size() - 9) == letters.substr(0, 24));
+    CHECK(capped[24] == '~');
+    // A three-byte character that would pass the cap is left out whole.
+    const std::string odd = "x" + letters.substr(0, 22) + "€";  // 1 + 22 + 3 bytes
+    const std::string odd_text = config::grid_value_text(json::value(odd));
+    CHECK(odd_text.substr(0, odd_text.size() - 9) == "x" + letters.substr(0, 22));
     const std::string long_text(100, 'x');
     CHECK(config::grid_value_text(json::value(long_text)) .size() == 24 + 9);
     CHECK(config::grid_value_text(json::object{{"a", 1}}).starts_with("~"));

@@ -15,11 +15,13 @@
 #include <optional>
 #include <string>
 
+#include "chat/thinking.hpp"
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
 #include "common/output_path.hpp"
 #include "config/run_config.hpp"
+#include "extract/manifest.hpp"
 #include "generation_output.hpp"
 #include "models/family.hpp"
 #include "run_pipeline.hpp"
@@ -51,6 +53,40 @@ long long ranged_option(const po::variables_map& vm, const char* name, long long
 
 // A float option as the decimal the user wrote (0.8, not 0.800000011920929).
 double shortest(float v) { return std::stod(fmt::format("{}", v)); }
+
+// The reply's text with its thinking markers kept: a marker can be a CONTROL token (Gemma
+// 4's <|channel>), which decoding leaves out.
+std::string marked_text(const tokenizer::Tokenizer& tok, std::span<const std::int32_t> tokens,
+                        const chat::ThinkingMarkers& markers) {
+    std::string out;
+    for (const std::int32_t id : tokens) {
+        std::string piece = tok.piece(id);
+        const std::string_view raw = tok.token_text(id);
+        const bool marker = !raw.empty() && (markers.open.find(raw) != std::string_view::npos ||
+                                             markers.close.find(raw) != std::string_view::npos);
+        if (piece.empty() && marker && !tok.is_end_of_generation(id)) piece = tok.piece(id, true);
+        out += piece;
+    }
+    return out;
+}
+
+// A conversation's reply in --json: "text" (its thinking block kept, marked), "thinking"
+// (the block's text, null when there is none), "thinking_closed", "answer".
+void add_chat_reply(json::object& o, const tokenizer::Tokenizer& tok, const extract::EncodedPrompt& prompt,
+                    std::span<const std::int32_t> tokens) {
+    const std::optional<chat::ThinkingMarkers>& markers = prompt.thinking_markers;
+    if (!markers) {
+        o["thinking"] = nullptr;
+        o["answer"] = o["text"];
+        return;
+    }
+    const std::string text = marked_text(tok, tokens, *markers);
+    o["text"] = valid_utf8(text);
+    const chat::Reply reply = chat::split_reply(prompt.text, text, *markers);
+    o["thinking"] = reply.thinking ? json::value(valid_utf8(*reply.thinking)) : json::value(nullptr);
+    o["thinking_closed"] = reply.thinking_closed;
+    o["answer"] = valid_utf8(reply.answer);
+}
 
 }  // namespace
 
@@ -107,6 +143,10 @@ int run_generate(const std::vector<std::string>& args) {
     const LoadedModel model(config.model.path, family_from_config(config));
     const double load_ms = ms_since(start);
     const tokenizer::Tokenizer& tok = model.tokenizer;
+    // The conversation as the run renders it, for --json's record of the prompt (rendering
+    // takes microseconds: docs/chat.md).
+    std::optional<extract::EncodedPrompt> rendered;
+    if (chat && as_json) rendered = extract::encode_run_prompt(model, config.prompt);
 
     TextPrinter print_token(tok);
     RunOptions run_options;
@@ -139,10 +179,15 @@ int run_generate(const std::vector<std::string>& args) {
     o["kv_type"] = config.model.kv_type;
     o["threads"] = outcome.threads;
     o["ctx"] = config.model.ctx != 0 ? config.model.ctx : runtime::default_context_length(model_config);
-    o["prompt"] = valid_utf8(prompt);
+    o["prompt"] = valid_utf8(rendered ? rendered->text : prompt);
     o["prompt_tokens"] = json::value_from(prompt_tokens);
+    if (rendered) {
+        o["chat"] = *rendered->chat;
+        o["token_messages"] = extract::token_messages_json(*rendered);
+    }
     o["tokens"] = json::value_from(result.tokens);
     add_text(o, tok, result.tokens);
+    if (rendered) add_chat_reply(o, tok, *rendered, result.tokens);
     o["steps"] = steps_json(tok, result.steps);
     o["stop_reason"] = runtime::stop_reason_name(result.stop_reason);
     o["sampling"] = {{"mode", sampling.temperature == 0.0f ? "greedy" : "seeded"},

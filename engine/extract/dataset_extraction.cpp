@@ -29,6 +29,22 @@ namespace {
 namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
 
+// The chat template a dataset's conversations are rendered with, parsed at the first line
+// that has one (a dataset of texts never reads it).
+class ChatTemplateCache {
+public:
+    ChatTemplateCache(const LoadedModel& model, const config::PromptSection& prompt) : model_(model), prompt_(prompt) {}
+    const chat::LoadedTemplate& get() {
+        if (!template_) template_ = load_run_template(model_, prompt_);
+        return *template_;
+    }
+
+private:
+    const LoadedModel& model_;
+    const config::PromptSection& prompt_;  // the template (file or name); prompt.chat: the dataset's defaults
+    std::optional<chat::LoadedTemplate> template_;
+};
+
 // What every sample is prepared against: the request, the default spec, the context.
 struct Request {
     const LoadedModel& model;
@@ -43,7 +59,19 @@ struct Request {
     // evaluated: in a causal model no earlier row depends on them, and every row's
     // arithmetic is the same at any length, so the selected rows keep their bits.
     bool evaluate_whole;
+    ChatTemplateCache* chat_template;
+    const json::object* chat_defaults;  // a conversation's variables unless its line sets them
 };
+
+// A conversation's sample: rendered (the dataset's defaults under the line's own
+// variables), prompt and target tokenized as one text; sample.text becomes the rendering.
+EncodedPrompt encode_chat_sample(const Request& r, Sample& sample) {
+    json::object vars = r.chat_defaults ? *r.chat_defaults : json::object{};
+    for (const auto& [key, value] : *sample.chat) vars[key] = value;
+    EncodedPrompt p = encode_chat_prompt(r.model, r.chat_template->get(), std::move(vars), sample.target.value_or(""));
+    sample.text = std::string(p.chat->at("rendered").as_string());
+    return p;
+}
 
 std::string sample_name(const Sample& s, const std::filesystem::path& file) {
     return fmt::format("{}:{}: sample {}", file.string(), s.line, s.id_text());
@@ -52,7 +80,15 @@ std::string sample_name(const Sample& s, const std::filesystem::path& file) {
 Prepared prepare(const Request& r, Sample sample, const std::filesystem::path& file) {
     Prepared p;
     const std::string name = sample_name(sample, file);
-    p.evaluated = encode_prompt(r.model.tokenizer, sample.text + sample.target.value_or(""), r.add_bos);
+    if (sample.chat) {
+        try {
+            p.evaluated = encode_chat_sample(r, sample);
+        } catch (const Error& e) {
+            throw Error(fmt::format("{}: {}", name, e.what()));
+        }
+    } else {
+        p.evaluated = encode_prompt(r.model.tokenizer, sample.text + sample.target.value_or(""), r.add_bos);
+    }
     p.prompt_tokens = p.evaluated.tokens.size();
     if (sample.target) {
         // The target's tokens are those starting at or after the prompt's end.
@@ -74,8 +110,11 @@ Prepared prepare(const Request& r, Sample sample, const std::filesystem::path& f
                                 p.evaluated.ids.size(), r.context_length));
     const std::span<const tokenizer::Token> prompt_tokens(p.evaluated.tokens.data(), p.prompt_tokens);
     const selection::Spec spec = sample.select.value_or(r.default_spec);
+    std::optional<selection::Conversation> conversation = p.evaluated.conversation;  // over the prompt's tokens
+    if (conversation) conversation->token_messages.resize(p.prompt_tokens);
     try {
-        p.selection = resolve(r.output, r.model.model->config(), sample.text, prompt_tokens, &spec);
+        p.selection = resolve(r.output, r.model.model->config(), sample.text, prompt_tokens, &spec,
+                              conversation ? &*conversation : nullptr);
     } catch (const Error& e) {
         if (!r.skip_empty || std::string_view(e.what()).find("selects nothing") == std::string_view::npos)
             throw Error(fmt::format("{}: {}", name, e.what()));
@@ -380,8 +419,10 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     const bool evaluate_whole = config.dataset.evaluate_whole || options.experiments ||
                                 shape.has(hooks::Stage::AttentionPattern) || shape.has(hooks::Stage::BeforeLogits) ||
                                 shape.has(hooks::Stage::AfterLogits) || shape.logits != config::LogitsDump::None;
+    ChatTemplateCache chat_template(model, config.prompt);
     const Request request{model,         output,         selection::parse(config.dataset.select), config.prompt.add_bos,
-                          config.dataset.skip_empty, context_length, evaluate_whole};
+                          config.dataset.skip_empty, context_length, evaluate_whole, &chat_template,
+                          config.prompt.chat ? &*config.prompt.chat : nullptr};
 
     // Every line read, tokenized and resolved before anything is written, and the run's
     // batches planned: consecutive samples of at most pack_tokens tokens in all (a longer

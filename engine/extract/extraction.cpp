@@ -173,7 +173,8 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     // Hashed before they are read: a change while the run reads them fails it (check_inputs_unchanged).
     const std::vector<InputFile> inputs = collect_inputs(config, model.sha256, model.file.mapping()->state());
     const EncodedPrompt prompt = encode_run_prompt(model, config.prompt);
-    const Selection selection = resolve(config.output, model.model->config(), prompt.text, prompt.tokens);
+    const Selection selection = resolve(config.output, model.model->config(), prompt.text, prompt.tokens, nullptr,
+                                        prompt.conversation ? &*prompt.conversation : nullptr);
     const std::size_t threads = effective_threads(config.model.threads);
 
     // One writer per directory; an earlier run is refused, or replaced with --overwrite.

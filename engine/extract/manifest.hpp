@@ -3,6 +3,8 @@
 // per array.
 #pragma once
 
+#include <ember/selection.hpp>
+
 #include <boost/json/object.hpp>
 
 #include <cstdint>
@@ -11,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "chat/chat_prompt.hpp"
+#include "chat/thinking.hpp"
 #include "config/run_config.hpp"
 #include "extract/extractor.hpp"
 #include "extract/run_directory.hpp"
@@ -30,14 +34,23 @@ struct EncodedPrompt {
     std::vector<std::int32_t> ids;
     bool bos_added = false;
     // A conversation (docs/chat.md): the provenance record (template source and SHA-256,
-    // variables, rendered text, BOS decision), and per token its message or -1 (template text).
+    // variables, rendered text, BOS decision), and its messages: roles, the bytes copied
+    // from each, and per token its message or -1 (template text), as selection scopes take them.
     std::optional<boost::json::object> chat;
-    std::vector<std::int32_t> token_messages;
+    std::optional<selection::Conversation> conversation;
+    std::optional<chat::ThinkingMarkers> thinking_markers;  // the template's, when it writes them
 };
 EncodedPrompt encode_prompt(const tokenizer::Tokenizer& tok, std::string text, config::AddBos add_bos);
+// A conversation (a VARS object) rendered with `t`, special tokens parsed and no second
+// BOS; `suffix` (a dataset target) is appended to the rendered text before tokenizing, its
+// tokens template text in the message map.
+EncodedPrompt encode_chat_prompt(const runtime::LoadedModel& model, const chat::LoadedTemplate& t,
+                                 boost::json::object vars, std::string_view suffix = {});
 // A run's prompt: prompt.text / prompt.file encoded, or prompt.chat rendered with the chat
 // template (the file, else the model's), special tokens parsed and no second BOS.
 EncodedPrompt encode_run_prompt(const runtime::LoadedModel& model, const config::PromptSection& prompt);
+// The template a conversation of `prompt` is rendered with (the file, else the model's).
+chat::LoadedTemplate load_run_template(const runtime::LoadedModel& model, const config::PromptSection& prompt);
 // The token-to-message map as JSON: a message index per token, null for template text.
 boost::json::array token_messages_json(const EncodedPrompt& prompt);
 

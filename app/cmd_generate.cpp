@@ -54,22 +54,6 @@ long long ranged_option(const po::variables_map& vm, const char* name, long long
 // A float option as the decimal the user wrote (0.8, not 0.800000011920929).
 double shortest(float v) { return std::stod(fmt::format("{}", v)); }
 
-// The reply's text with its thinking markers kept: a marker can be a CONTROL token (Gemma
-// 4's <|channel>), which decoding leaves out.
-std::string marked_text(const tokenizer::Tokenizer& tok, std::span<const std::int32_t> tokens,
-                        const chat::ThinkingMarkers& markers) {
-    std::string out;
-    for (const std::int32_t id : tokens) {
-        std::string piece = tok.piece(id);
-        const std::string_view raw = tok.token_text(id);
-        const bool marker = !raw.empty() && (markers.open.find(raw) != std::string_view::npos ||
-                                             markers.close.find(raw) != std::string_view::npos);
-        if (piece.empty() && marker && !tok.is_end_of_generation(id)) piece = tok.piece(id, true);
-        out += piece;
-    }
-    return out;
-}
-
 // A conversation's reply in --json: "text" (its thinking block kept, marked), "thinking"
 // (the block's text, null when there is none), "thinking_closed", "answer".
 void add_chat_reply(json::object& o, const tokenizer::Tokenizer& tok, const extract::EncodedPrompt& prompt,
@@ -80,7 +64,7 @@ void add_chat_reply(json::object& o, const tokenizer::Tokenizer& tok, const extr
         o["answer"] = o["text"];
         return;
     }
-    const std::string text = marked_text(tok, tokens, *markers);
+    const std::string text = chat::marked_text(tok, tokens, *markers);
     o["text"] = valid_utf8(text);
     const chat::Reply reply = chat::split_reply(prompt.text, text, *markers);
     o["thinking"] = reply.thinking ? json::value(valid_utf8(*reply.thinking)) : json::value(nullptr);
@@ -143,12 +127,13 @@ int run_generate(const std::vector<std::string>& args) {
     const LoadedModel model(config.model.path, family_from_config(config));
     const double load_ms = ms_since(start);
     const tokenizer::Tokenizer& tok = model.tokenizer;
-    // The conversation as the run renders it, for --json's record of the prompt (rendering
-    // takes microseconds: docs/chat.md).
+    // The conversation as the run renders it, for --json's record of the prompt and the
+    // reply's thinking markers (rendering takes microseconds: docs/chat.md).
     std::optional<extract::EncodedPrompt> rendered;
-    if (chat && as_json) rendered = extract::encode_run_prompt(model, config.prompt);
+    if (chat) rendered = extract::encode_run_prompt(model, config.prompt);
 
     TextPrinter print_token(tok);
+    if (rendered && rendered->thinking_markers) print_token.show(chat::hidden_marker_tokens(tok, *rendered->thinking_markers));
     RunOptions run_options;
     run_options.record = false;
     if (!as_json) run_options.on_token = std::ref(print_token);

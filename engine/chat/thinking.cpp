@@ -1,5 +1,7 @@
 #include "chat/thinking.hpp"
 
+#include <algorithm>
+
 namespace ember::chat {
 
 std::optional<ThinkingMarkers> thinking_markers(std::string_view template_source) {
@@ -36,6 +38,27 @@ Reply split_reply(std::string_view prompt, std::string_view generated, const Thi
     r.answer = std::string(generated.substr(0, open_at));
     if (r.thinking_closed) r.answer += generated.substr(close_at + m.close.size());
     return r;
+}
+
+std::vector<std::int32_t> hidden_marker_tokens(const tokenizer::Tokenizer& tok, const ThinkingMarkers& markers) {
+    tokenizer::EncodeOptions options;
+    options.parse_special = true;
+    options.add_special = false;
+    options.add_bos = false;
+    std::vector<std::int32_t> out;
+    for (const std::string_view marker : {markers.open, markers.close})
+        for (const std::int32_t id : tok.encode_ids(marker, options))
+            if (tok.piece(id).empty() && !tok.is_end_of_generation(id) &&
+                marker.find(tok.token_text(id)) != std::string_view::npos)
+                out.push_back(id);
+    return out;
+}
+
+std::string marked_text(const tokenizer::Tokenizer& tok, std::span<const std::int32_t> tokens, const ThinkingMarkers& markers) {
+    const std::vector<std::int32_t> shown = hidden_marker_tokens(tok, markers);
+    std::string out;
+    for (const std::int32_t id : tokens) out += tok.piece(id, std::find(shown.begin(), shown.end(), id) != shown.end());
+    return out;
 }
 
 }  // namespace ember::chat

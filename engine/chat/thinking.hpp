@@ -7,9 +7,14 @@
 //   chat::Reply r = chat::split_reply(prompt_text, generated_text, *m);
 #pragma once
 
+#include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "tokenizer/tokenizer.hpp"
 
 namespace ember::chat {
 
@@ -37,5 +42,10 @@ struct Reply {
 // prompt ends inside one (an open marker after the last close marker, as a generation
 // prompt that opens the block writes it).
 Reply split_reply(std::string_view prompt, std::string_view generated, const ThinkingMarkers& markers);
+
+// The markers' tokens that decoding leaves out (CONTROL tokens, as Gemma 4's <|channel>),
+// and a reply decoded with them kept, so that its thinking block stays marked.
+std::vector<std::int32_t> hidden_marker_tokens(const tokenizer::Tokenizer& tok, const ThinkingMarkers& markers);
+std::string marked_text(const tokenizer::Tokenizer& tok, std::span<const std::int32_t> tokens, const ThinkingMarkers& markers);
 
 }  // namespace ember::chat

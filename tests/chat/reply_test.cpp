@@ -89,6 +89,36 @@ TEST_CASE("a reply splits into its thinking and its answer as the template write
     CHECK(cut.answer.empty());
 }
 
+TEST_CASE("a reply keeps its thinking markers where decoding leaves them out (Gemma 4's CONTROL <|channel>)") {
+    const fs::path path = ember::test::fixture_path("models/synth-gemma4-q8_0.gguf");
+    const ember::gguf::File file = ember::gguf::File::open(path);
+    const auto tok = ember::tokenizer::Tokenizer::from_gguf(file);
+    const auto markers = chat::thinking_markers(read_all(template_file("google-gemma-4-31B-it.jinja")));
+    REQUIRE(markers);
+    const std::string reply = "<|channel>thought\nجذر<channel|>كتب";
+    ember::tokenizer::EncodeOptions options;
+    options.parse_special = true;
+    options.add_special = false;
+    options.add_bos = false;
+    const std::vector<std::int32_t> ids = tok.encode_ids(reply, options);
+    const std::string marked = chat::marked_text(tok, ids, *markers);
+    CHECK(marked == reply);
+    const chat::Reply r = chat::split_reply("<|turn>model\n", marked, *markers);
+    CHECK(r.thinking == "جذر");
+    CHECK(r.answer == "كتب");
+
+    // The fixture's <|channel> decodes as text; a marker that is a CONTROL token (Qwen3's
+    // <|im_start|> here, standing in for one) is kept all the same.
+    const fs::path qwen3 = ember::test::fixture_path("models/synth-qwen3-q8_0.gguf");
+    const ember::gguf::File qwen3_file = ember::gguf::File::open(qwen3);
+    const auto qwen3_tok = ember::tokenizer::Tokenizer::from_gguf(qwen3_file);
+    const chat::ThinkingMarkers control{"<|im_start|>", "</think>"};
+    const std::string text = "<|im_start|>جذر</think>كتب";
+    const std::vector<std::int32_t> control_ids = qwen3_tok.encode_ids(text, options);
+    REQUIRE(qwen3_tok.decode(control_ids).find("<|im_start|>") == std::string::npos);  // decoding alone drops it
+    CHECK(chat::marked_text(qwen3_tok, control_ids, control) == text);
+}
+
 TEST_CASE("the end of turn each template writes ends generation in its model's vocabulary") {
     // The real templates with the fixture models of their families (synth-llama3 carries no
     // template; synth-qwen3's is an older Qwen one).

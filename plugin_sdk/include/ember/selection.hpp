@@ -508,7 +508,8 @@ inline Resolved resolve_scoped(const Spec& spec, std::string_view text, std::spa
     Resolved r;
     const std::string name = spec.scope_text();
     if (!c) {
-        r.why_empty = name + " is a message scope, and this prompt is not a chat prompt (it has no messages)";
+        r.why_empty = name + " is a message scope, and no message map was given: the prompt is not a chat prompt "
+                             "(or the caller is an experiment, which is not given one)";
         return r;
     }
     bool consistent = c->token_messages.size() == tokens.size();

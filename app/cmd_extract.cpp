@@ -45,7 +45,9 @@ config::RunConfig config_from_options(const po::variables_map& vm, const std::ve
     config::RunConfig c;
     if (!vm.count("model")) throw UsageError("ember extract: give --model MODEL.gguf (or a run config)");
     if (!vm.count("out")) throw UsageError("ember extract: give --out DIR");
-    if (vm.count("prompt") + vm.count("file") + vm.count("ids") + vm.count("dataset") + vm.count("chat") != 1)
+    // With --dataset, --chat VARS.json gives the defaults of the dataset's conversations.
+    const bool chat_prompt = vm.count("chat") && !vm.count("dataset");
+    if (vm.count("prompt") + vm.count("file") + vm.count("ids") + vm.count("dataset") + (chat_prompt ? 1 : 0) != 1)
         throw UsageError("ember extract: give exactly one of --prompt TEXT, --file PATH, --ids 1,2,3, --chat VARS.json or "
                          "--dataset FILE");
     apply_model_options(vm, c.model, false);
@@ -56,7 +58,10 @@ config::RunConfig config_from_options(const po::variables_map& vm, const std::ve
     }
     apply_prompt_options(vm, c.prompt, false);
     if (chat_requested(vm)) apply_chat_options(vm, c.prompt);
-
+    if (c.dataset.path && c.prompt.chat && c.prompt.chat->contains("messages"))
+        throw UsageError("ember extract --dataset: --chat " + vm["chat"].as<std::string>() +
+                         " gives the defaults of the dataset's conversations (add_generation_prompt, enable_thinking, "
+                         "tools...); its messages come from the lines");
     c.output.dir = absolute(vm["out"].as<std::string>());
     c.output.extract = true;
     extract::parse_stages(vm["stages"].as<std::string>(), c.output);

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "chat/thinking.hpp"
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
@@ -52,6 +53,24 @@ long long ranged_option(const po::variables_map& vm, const char* name, long long
 
 // A float option as the decimal the user wrote (0.8, not 0.800000011920929).
 double shortest(float v) { return std::stod(fmt::format("{}", v)); }
+
+// A conversation's reply in --json: "text" (its thinking block kept, marked), "thinking"
+// (the block's text, null when there is none), "thinking_closed", "answer".
+void add_chat_reply(json::object& o, const tokenizer::Tokenizer& tok, const extract::EncodedPrompt& prompt,
+                    std::span<const std::int32_t> tokens) {
+    const std::optional<chat::ThinkingMarkers>& markers = prompt.thinking_markers;
+    if (!markers) {
+        o["thinking"] = nullptr;
+        o["answer"] = o["text"];
+        return;
+    }
+    const std::string text = chat::marked_text(tok, tokens, *markers);
+    o["text"] = valid_utf8(text);
+    const chat::Reply reply = chat::split_reply(prompt.text, text, *markers);
+    o["thinking"] = reply.thinking ? json::value(valid_utf8(*reply.thinking)) : json::value(nullptr);
+    o["thinking_closed"] = reply.thinking_closed;
+    o["answer"] = valid_utf8(reply.answer);
+}
 
 }  // namespace
 
@@ -114,8 +133,13 @@ int run_generate(const std::vector<std::string>& args) {
     const LoadedModel model(config.model.path, family_from_config(config));
     const double load_ms = ms_since(start);
     const tokenizer::Tokenizer& tok = model.tokenizer;
+    // The conversation as the run renders it, for --json's record of the prompt and the
+    // reply's thinking markers (rendering takes microseconds: docs/chat.md).
+    std::optional<extract::EncodedPrompt> rendered;
+    if (chat) rendered = extract::encode_run_prompt(model, config.prompt);
 
     TextPrinter print_token(tok);
+    if (rendered && rendered->thinking_markers) print_token.show(chat::hidden_marker_tokens(tok, *rendered->thinking_markers));
     RunOptions run_options;
     run_options.record = false;
     if (!as_json) run_options.on_token = std::ref(print_token);
@@ -147,10 +171,16 @@ int run_generate(const std::vector<std::string>& args) {
     o["kv_type"] = config.model.kv_type;
     o["threads"] = outcome.threads;
     o["ctx"] = config.model.ctx != 0 ? config.model.ctx : runtime::default_context_length(model_config);
-    o["prompt"] = valid_utf8(ids ? extract::encode_ids(tok, *config.prompt.ids, "--ids").text : prompt);
+    o["prompt"] = valid_utf8(rendered ? rendered->text
+                                      : ids ? extract::encode_ids(tok, *config.prompt.ids, "--ids").text : prompt);
     o["prompt_tokens"] = json::value_from(prompt_tokens);
+    if (rendered) {
+        o["chat"] = *rendered->chat;
+        o["token_messages"] = extract::token_messages_json(*rendered);
+    }
     o["tokens"] = json::value_from(result.tokens);
     add_text(o, tok, result.tokens);
+    if (rendered) add_chat_reply(o, tok, *rendered, result.tokens);
     o["steps"] = steps_json(tok, result.steps);
     o["stop_reason"] = runtime::stop_reason_name(result.stop_reason);
     o["sampling"] = {{"mode", sampling.temperature == 0.0f ? "greedy" : "seeded"},

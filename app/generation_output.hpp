@@ -6,11 +6,13 @@
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "runtime/generate.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -35,14 +37,19 @@ public:
     explicit TextPrinter(const tokenizer::Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
     void operator()(std::int32_t token) {
         printed_any_ = true;
-        write_stdout(stream_.push(tokenizer_.piece(token)));
+        const bool shown = std::find(shown_.begin(), shown_.end(), token) != shown_.end();
+        write_stdout(stream_.push(tokenizer_.piece(token, shown)));
     }
+    // Tokens printed as their text although decoding leaves them out (a conversation's
+    // thinking markers that are CONTROL tokens, as Gemma 4's <|channel>).
+    void show(std::vector<std::int32_t> tokens) { shown_ = std::move(tokens); }
     void finish() { write_stdout(stream_.finish() + "\n"); }
     bool printed_any() const { return printed_any_; }
 
 private:
     const tokenizer::Tokenizer& tokenizer_;
     Utf8Stream stream_;
+    std::vector<std::int32_t> shown_;
     bool printed_any_ = false;
 };
 

@@ -237,7 +237,8 @@ private:
         outcome_.prompt_tokens = encoded_.ids;
         // An extraction's layers and positions are checked before anything is written.
         if (config_.output.extract)
-            extractor_.emplace(extract::resolve(config_.output, model_.model->config(), encoded_.text, encoded_.tokens));
+            extractor_.emplace(extract::resolve(config_.output, model_.model->config(), encoded_.text, encoded_.tokens,
+                                                 nullptr, encoded_.conversation ? &*encoded_.conversation : nullptr));
         // The SAEs are loaded and checked against the model before anything is written; each
         // file they were read from is an input of the run.
         saes_ = load_saes(config_, model_.model->config());

@@ -109,6 +109,7 @@ ChatPrompt render_prompt(const LoadedTemplate& t, json::object vars, const token
     ChatPrompt p;
     p.template_source = t.source;
     p.template_sha256 = t.sha256;
+    p.thinking = thinking_markers(t.parsed.source());
     Text rendered = t.parsed.render(variables_from_json(vars));
     p.text = std::move(rendered.bytes);
     p.origins = std::move(rendered.origins);
@@ -165,6 +166,8 @@ json::object prompt_record(const ChatPrompt& p) {
     r["bos"] = {{"template_wrote", p.bos.template_wrote},
                 {"vocabulary_adds", p.bos.vocabulary_adds},
                 {"added", p.bos.added}};
+    if (p.thinking)
+        r["thinking_markers"] = {{"open", std::string(p.thinking->open)}, {"close", std::string(p.thinking->close)}};
     if (p.bos.template_wrote && p.bos.vocabulary_adds)
         r["bos_note"] = "the template writes BOS and the vocabulary asks for one: only the template's is kept";
     return r;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "chat/template.hpp"
+#include "chat/thinking.hpp"
 #include "gguf/gguf_file.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -59,6 +60,7 @@ struct ChatPrompt {
     std::vector<Origin> origins;     // the bytes of `text` copied from messages[i]
     std::vector<std::string> roles;  // roles[i] of messages[i]
     BosDecision bos;
+    std::optional<ThinkingMarkers> thinking;  // the thinking markers the template writes
 };
 
 // Renders `vars` (bos_token and eos_token from `vocabulary` unless set); throws
@@ -73,7 +75,7 @@ std::vector<tokenizer::Token> tokenize_prompt(ChatPrompt& prompt, const tokenize
 std::vector<std::int32_t> token_messages(const std::vector<tokenizer::Token>& tokens, const std::vector<Origin>& origins);
 
 // The provenance record of run.json and the manifest: template source and SHA-256, the
-// variables, the rendered text, the BOS decision.
+// variables, the rendered text, the BOS decision, the thinking markers.
 boost::json::object prompt_record(const ChatPrompt& prompt);
 
 }  // namespace ember::chat

@@ -5,6 +5,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include "chat/chat_prompt.hpp"
 #include "common/error.hpp"
 #include "common/input_file.hpp"
 #include "common/strict_parse.hpp"
@@ -72,6 +73,9 @@ bool DatasetReader::next(Sample& s) {
                 } catch (const std::exception& e) {
                     throw Error(fmt::format("{}: {}", where, e.what()));
                 }
+            } else if (key == "messages" || key == "add_generation_prompt" || key == "enable_thinking" || key == "tools") {
+                if (!s.chat) s.chat.emplace();
+                (*s.chat)[key] = value;
             } else if (key == "target") {
                 if (!value.is_string() || value.as_string().empty())
                     throw Error(fmt::format("{}: \"target\" must be a non-empty string", where));
@@ -80,7 +84,15 @@ bool DatasetReader::next(Sample& s) {
                 s.metadata[key] = value;
             }
         }
-        if (!v.as_object().contains("text")) throw Error(fmt::format("{}: the sample has no \"text\"", where));
+        if (s.chat) {
+            if (!s.chat->contains("messages"))
+                throw Error(fmt::format("{}: \"{}\" goes with \"messages\" (a conversation)", where, s.chat->begin()->key()));
+            if (v.as_object().contains("text")) throw Error(fmt::format("{}: a sample has \"text\" or \"messages\", not both", where));
+            chat::check_vars(*s.chat, where);  // "FILE:LINE: messages[0] needs a string 'role'"
+            if (s.chat->at("messages").as_array().empty()) throw Error(fmt::format("{}: \"messages\" is empty", where));
+            return true;
+        }
+        if (!v.as_object().contains("text")) throw Error(fmt::format("{}: the sample has no \"text\" (or \"messages\")", where));
         if (s.text.empty()) throw Error(fmt::format("{}: \"text\" is empty", where));
         return true;
     }

@@ -1,7 +1,9 @@
 // A research dataset (docs/extraction.md, "Datasets"): one sample per line, read as a
 // stream so that memory does not grow with the number of samples.
 //
-// - JSONL (any name but *.txt): one object per line with `text` (a string, required),
+// - JSONL (any name but *.txt): one object per line with `text` (a string) or `messages`
+//   (a conversation: a list of {role, content}, with the line's own add_generation_prompt,
+//   enable_thinking and tools, rendered with the chat template: docs/chat.md),
 //   `id` (a string or an integer; default: the line number), `select` (a selection spec,
 //   ember/selection.hpp: a string or an object; default: the run's), `target` (a string:
 //   a continuation to score) and any other members, kept as the sample's metadata.
@@ -32,7 +34,8 @@ struct Sample {
     std::size_t index = 0;  // 0-based, in dataset order
     std::size_t line = 0;   // 1-based line of the file
     boost::json::value id;  // as written, or the line number
-    std::string text;
+    std::string text;                        // a conversation's: its rendering (dataset_extraction)
+    std::optional<boost::json::object> chat;  // a conversation: messages and the line's chat variables
     std::optional<selection::Spec> select;  // the sample's own spec
     std::optional<std::string> target;
     boost::json::object metadata;           // every other member

@@ -31,6 +31,22 @@ namespace {
 namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
 
+// The chat template a dataset's conversations are rendered with, parsed at the first line
+// that has one (a dataset of texts never reads it).
+class ChatTemplateCache {
+public:
+    ChatTemplateCache(const LoadedModel& model, const config::PromptSection& prompt) : model_(model), prompt_(prompt) {}
+    const chat::LoadedTemplate& get() {
+        if (!template_) template_ = load_run_template(model_, prompt_);
+        return *template_;
+    }
+
+private:
+    const LoadedModel& model_;
+    const config::PromptSection& prompt_;  // the template (file or name); prompt.chat: the dataset's defaults
+    std::optional<chat::LoadedTemplate> template_;
+};
+
 // What every sample is prepared against: the request, the default spec, the context.
 struct Request {
     const LoadedModel& model;
@@ -46,7 +62,19 @@ struct Request {
     // arithmetic is the same at any length, so the selected rows keep their bits.
     bool evaluate_whole;
     std::vector<hooks::HookSite> sae_sites;  // the [[sae]] sites: Selection::sae_sites of every sample
+    ChatTemplateCache* chat_template;
+    const json::object* chat_defaults;  // a conversation's variables unless its line sets them
 };
+
+// A conversation's sample: rendered (the dataset's defaults under the line's own
+// variables), prompt and target tokenized as one text; sample.text becomes the rendering.
+EncodedPrompt encode_chat_sample(const Request& r, Sample& sample) {
+    json::object vars = r.chat_defaults ? *r.chat_defaults : json::object{};
+    for (const auto& [key, value] : *sample.chat) vars[key] = value;
+    EncodedPrompt p = encode_chat_prompt(r.model, r.chat_template->get(), std::move(vars), sample.target.value_or(""));
+    sample.text = std::string(p.chat->at("rendered").as_string());
+    return p;
+}
 
 std::string sample_name(const Sample& s, const std::filesystem::path& file) {
     return fmt::format("{}:{}: sample {}", file.string(), s.line, s.id_text());
@@ -55,13 +83,24 @@ std::string sample_name(const Sample& s, const std::filesystem::path& file) {
 Prepared prepare(const Request& r, Sample sample, const std::filesystem::path& file) {
     Prepared p;
     const std::string name = sample_name(sample, file);
+    // A conversation is rendered (its target appended to the rendering), a text is the
+    // text and its target; either is tokenized as one text and split at the prompt's end.
+    EncodedPrompt evaluated;
+    if (sample.chat) {
+        try {
+            evaluated = encode_chat_sample(r, sample);
+        } catch (const Error& e) {
+            throw Error(fmt::format("{}: {}", name, e.what()));
+        }
+    } else {
+        evaluated = encode_prompt(r.model.tokenizer, sample.text + sample.target.value_or(""), r.add_bos);
+    }
     if (sample.target) {
-        TargetTokens t = split_target(encode_prompt(r.model.tokenizer, sample.text + *sample.target, r.add_bos),
-                                      sample.text.size(), *sample.target, name);
+        TargetTokens t = split_target(std::move(evaluated), sample.text.size(), *sample.target, name);
         p.evaluated = std::move(t.evaluated);
         p.prompt_tokens = t.prompt_tokens;
     } else {
-        p.evaluated = encode_prompt(r.model.tokenizer, sample.text, r.add_bos);
+        p.evaluated = std::move(evaluated);
         p.prompt_tokens = p.evaluated.tokens.size();
     }
     if (p.prompt_tokens == 0) throw Error(fmt::format("{}: the prompt has no tokens", name));
@@ -70,8 +109,11 @@ Prepared prepare(const Request& r, Sample sample, const std::filesystem::path& f
                                 p.evaluated.ids.size(), r.context_length));
     const std::span<const tokenizer::Token> prompt_tokens(p.evaluated.tokens.data(), p.prompt_tokens);
     const selection::Spec spec = sample.select.value_or(r.default_spec);
+    std::optional<selection::Conversation> conversation = p.evaluated.conversation;  // over the prompt's tokens
+    if (conversation) conversation->token_messages.resize(p.prompt_tokens);
     try {
-        p.selection = resolve(r.output, r.model.model->config(), sample.text, prompt_tokens, &spec);
+        p.selection = resolve(r.output, r.model.model->config(), sample.text, prompt_tokens, &spec,
+                              conversation ? &*conversation : nullptr);
     } catch (const Error& e) {
         if (!r.skip_empty || std::string_view(e.what()).find("selects nothing") == std::string_view::npos)
             throw Error(fmt::format("{}: {}", name, e.what()));
@@ -387,8 +429,17 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     if (!saes.empty() && config.dataset.shard)
         throw Error("a dataset shard with SAEs ([[sae]], --sae): ember merge does not join SAE feature arrays yet; run "
                     "the dataset whole");
-    const Request request{model,         output,         selection::parse(config.dataset.select), config.prompt.add_bos,
-                          config.dataset.skip_empty, context_length, evaluate_whole, sae_sites(saes)};
+    ChatTemplateCache chat_template(model, config.prompt);
+    const Request request{model,
+                          output,
+                          selection::parse(config.dataset.select),
+                          config.prompt.add_bos,
+                          config.dataset.skip_empty,
+                          context_length,
+                          evaluate_whole,
+                          sae_sites(saes),
+                          &chat_template,
+                          config.prompt.chat ? &*config.prompt.chat : nullptr};
 
     // Every line read, tokenized and resolved before anything is written, and the run's
     // batches planned: consecutive samples of at most pack_tokens tokens in all (a longer

@@ -26,7 +26,7 @@ void DatasetRecords::append(const SampleRows& s, RunPoint& point) {
     }
     json::array spans;
     for (std::size_t i = 0; i < p.prompt_tokens; ++i) spans.push_back({p.evaluated.tokens[i].start, p.evaluated.tokens[i].end});
-    const json::object sample{
+    json::object sample{
         {"index", p.sample.index},
         {"id", p.sample.id},
         {"line", p.sample.line},
@@ -42,6 +42,12 @@ void DatasetRecords::append(const SampleRows& s, RunPoint& point) {
                                                                   p.evaluated.ids.begin() + p.prompt_tokens))},
         {"byte_spans", std::move(spans)},
     };
+    if (p.evaluated.chat) {  // a conversation: its provenance and each prompt token's message
+        sample["chat"] = *p.evaluated.chat;
+        json::array owners = token_messages_json(p.evaluated);
+        owners.resize(p.prompt_tokens);
+        sample["token_messages"] = std::move(owners);
+    }
     out_.samples().write(strict_json(sample) + "\n");
     if (out_.targets_npy()) append_target(s);
     point.rows += n_rows;
@@ -125,6 +131,11 @@ void DatasetRecords::append_rows(const SampleRows& s, std::size_t first_row) {
                          {"byte_end", t.end},      {"partial", static_cast<bool>(sel.partial[i])},
                          {"select", sel.spec}};
         for (auto& [k, v] : piece_fields(tok_, t.id)) row[k] = v;
+        if (const auto& c = p.evaluated.conversation) {  // which message the token belongs to; null: template text
+            const std::int32_t m = c->token_messages[pos];
+            row["message"] = m < 0 ? json::value(nullptr) : json::value(m);
+            row["role"] = m < 0 ? json::value(nullptr) : json::value(c->roles[static_cast<std::size_t>(m)]);
+        }
         if (!s.lens.empty()) {
             json::object lens;
             for (const LensLayer& l : s.lens) {

@@ -211,7 +211,8 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     std::vector<InputFile> inputs = collect_inputs(config, model.sha256, model.file.mapping()->state());
     const std::vector<features::Sae> saes = load_extraction_saes(config, model.model->config(), inputs);
     const EncodedPrompt prompt = encode_run_prompt(model, config.prompt);
-    Selection selection = resolve(config.output, model.model->config(), prompt.text, prompt.tokens);
+    Selection selection = resolve(config.output, model.model->config(), prompt.text, prompt.tokens, nullptr,
+                                  prompt.conversation ? &*prompt.conversation : nullptr);
     selection.sae_sites = sae_sites(saes);
     const std::size_t threads = effective_threads(config.model.threads);
     if (config.prompt.target && prompt.chat)  // refused before anything is written

@@ -65,25 +65,41 @@ EncodedPrompt encode_ids(const tokenizer::Tokenizer& tok, std::span<const std::i
     return p;
 }
 
-EncodedPrompt encode_run_prompt(const runtime::LoadedModel& model, const config::PromptSection& prompt) {
-    if (prompt.ids) return encode_ids(model.tokenizer, *prompt.ids, "prompt.ids (--ids)");
-    if (!prompt.chat) return encode_prompt(model.tokenizer, read_prompt(prompt), prompt.add_bos, prompt.special);
-    chat::TemplateChoice choice{prompt.chat_template, prompt.chat_template_name};
-    chat::ChatPrompt rendered =
-        chat::render_prompt(chat::load_template(choice, &model.file, model.path.string()), *prompt.chat, &model.tokenizer);
+chat::LoadedTemplate load_run_template(const runtime::LoadedModel& model, const config::PromptSection& prompt) {
+    const chat::TemplateChoice choice{prompt.chat_template, prompt.chat_template_name};
+    return chat::load_template(choice, &model.file, model.path.string());
+}
+
+EncodedPrompt encode_chat_prompt(const runtime::LoadedModel& model, const chat::LoadedTemplate& t, json::object vars,
+                                 std::string_view suffix) {
+    chat::ChatPrompt rendered = chat::render_prompt(t, std::move(vars), &model.tokenizer);
     EncodedPrompt p;
+    p.chat = chat::prompt_record(rendered);  // the rendering alone, without the suffix
+    rendered.text += suffix;
     p.tokens = chat::tokenize_prompt(rendered, model.tokenizer);
-    for (const auto& t : p.tokens) p.ids.push_back(t.id);
+    for (const auto& token : p.tokens) p.ids.push_back(token.id);
     p.bos_added = rendered.bos.added;
-    p.token_messages = chat::token_messages(p.tokens, rendered.origins);
-    p.chat = chat::prompt_record(rendered);
+    selection::Conversation c;
+    c.roles = rendered.roles;
+    for (const chat::Origin& o : rendered.origins)
+        if (o.message >= 0) c.bytes.push_back({o.begin, o.end, o.message});
+    c.token_messages = chat::token_messages(p.tokens, rendered.origins);
+    p.conversation = std::move(c);
+    p.thinking_markers = rendered.thinking;
     p.text = std::move(rendered.text);
     return p;
 }
 
+EncodedPrompt encode_run_prompt(const runtime::LoadedModel& model, const config::PromptSection& prompt) {
+    if (prompt.ids) return encode_ids(model.tokenizer, *prompt.ids, "prompt.ids (--ids)");
+    if (!prompt.chat) return encode_prompt(model.tokenizer, read_prompt(prompt), prompt.add_bos, prompt.special);
+    return encode_chat_prompt(model, load_run_template(model, prompt), *prompt.chat);
+}
+
 json::array token_messages_json(const EncodedPrompt& prompt) {
     json::array out;
-    for (std::int32_t m : prompt.token_messages) out.push_back(m < 0 ? json::value(nullptr) : json::value(m));
+    if (prompt.conversation)
+        for (std::int32_t m : prompt.conversation->token_messages) out.push_back(m < 0 ? json::value(nullptr) : json::value(m));
     return out;
 }
 

@@ -123,19 +123,25 @@ Selection resolve(const config::OutputSection& output, const models::ModelConfig
 }
 
 selection::Resolved select_positions(const selection::Spec& spec, std::string_view text,
-                                     std::span<const tokenizer::Token> tokens) {
+                                     std::span<const tokenizer::Token> tokens,
+                                     const selection::Conversation* conversation) {
     std::vector<selection::TokenSpan> spans;
     spans.reserve(tokens.size());
     for (const tokenizer::Token& t : tokens) spans.push_back({t.start, t.end});
-    return selection::resolve(spec, text, spans);
+    return selection::resolve(spec, text, spans, conversation);
 }
 
 Selection resolve(const config::OutputSection& output, const models::ModelConfig& model, std::string_view text,
-                  std::span<const tokenizer::Token> tokens, const selection::Spec* spec) {
+                  std::span<const tokenizer::Token> tokens, const selection::Spec* spec,
+                  const selection::Conversation* conversation) {
     if (!spec && output.positions.kind != config::PositionSelection::Kind::Spec) return resolve(output, model, tokens.size());
     Selection s = resolve_common(output, model, tokens.size());
     const selection::Spec parsed = spec ? *spec : selection::parse(output.positions.spec);
-    const selection::Resolved r = select_positions(parsed, text, tokens);
+    if (parsed.scope != selection::Scope::None && !conversation)
+        throw Error(fmt::format("selection '{}': {} is a message scope, and the prompt is not a chat prompt (give --chat "
+                                "VARS.json, [prompt] messages, or a dataset line with \"messages\")",
+                                parsed.to_string(), parsed.scope_text()));
+    const selection::Resolved r = select_positions(parsed, text, tokens, conversation);
     if (r.rows.empty()) throw Error(fmt::format("selection '{}' selects nothing: {}", parsed.to_string(), r.why_empty));
     for (const selection::Selected& row : r.rows) {
         s.positions.push_back(row.position);

@@ -60,13 +60,16 @@ struct Selection {
 Selection resolve(const config::OutputSection& output, const models::ModelConfig& model, std::size_t n_tokens);
 // The same for a prompt whose text and tokens are known, which a selection spec
 // (output.positions of Kind::Spec, or `spec` when given: a dataset sample's own) needs.
-// An empty selection is an ember::Error saying why.
+// An empty selection is an ember::Error saying why. A message scope (role:user:-1/...)
+// needs `conversation`, a chat prompt's messages: without one it is an ember::Error naming it.
 Selection resolve(const config::OutputSection& output, const models::ModelConfig& model, std::string_view text,
-                  std::span<const tokenizer::Token> tokens, const selection::Spec* spec = nullptr);
+                  std::span<const tokenizer::Token> tokens, const selection::Spec* spec = nullptr,
+                  const selection::Conversation* conversation = nullptr);
 
 // The spec's positions in a prompt; `rows` empty (and `why_empty` set) when none.
 selection::Resolved select_positions(const selection::Spec& spec, std::string_view text,
-                                     std::span<const tokenizer::Token> tokens);
+                                     std::span<const tokenizer::Token> tokens,
+                                     const selection::Conversation* conversation = nullptr);
 // A spec's text form, parsed; UsageError naming `option` otherwise.
 selection::Spec parse_spec(const std::string& text, const char* option);
 

@@ -11,11 +11,24 @@
 //                                       and an integer is written in the JSON form)
 //   ...:first | ...:last                only the first / last token of what the spec selects
 //
+// In a chat prompt (docs/chat.md) a spec may be scoped to messages, written before it with '/':
+//   message:N                           the tokens of messages[N] (negative: from the end)
+//   role:R  role:R:K                    of every message with role R / of the K-th of them
+//                                       (from 0; negative from the end: -1 is the last)
+//   role:user:-1/substring:جذر          the first occurrence of the text inside the last user message
+// Inside a scope, positions (all, first, last, 3,-1) count the scope's tokens (the tokens the
+// token-to-message map gives to the message), and bytes:/chars: count the message's own text:
+// the bytes the rendering copied from it, joined in order. A substring is found within one
+// stretch of copied text. A scope on a prompt that is not a chat prompt selects nothing and
+// says so.
+//
 // As JSON (a dataset's "select"): a string in the form above, or an object with exactly one
 // of "substring" (a string), "bytes" / "chars" ([A, B]), "indices" ([3, 5, -1]) or
 // "position" ("all" | "first" | "last"), and optionally "occurrence" (K >= 1, substring
-// only) and "take" ("all" | "first" | "last"):
+// only) and "take" ("all" | "first" | "last"); a scope is "message" (N) or "role" (R) with
+// optionally "role_index" (K), and alone it means the scope's every token:
 //   {"substring": "كتب", "occurrence": 2, "take": "last"}
+//   {"role": "user", "role_index": -1, "substring": "جذر"}
 //
 // Occurrences of a substring are counted left to right without overlap. A token that only
 // partly covers the anchored bytes (a span reaching outside [A, B)) is selected and marked
@@ -45,6 +58,7 @@ public:
 
 enum class Kind { All, First, Last, Indices, Bytes, Chars, Substring };
 enum class Take { All, First, Last };
+enum class Scope { None, Message, Role };
 
 // The largest occurrence K a substring spec may ask for (a prompt of 2^31 bytes could not
 // hold more); #0, #-1 and anything above this are refused.
@@ -57,6 +71,17 @@ struct Spec {
     std::string text;                   // Kind::Substring
     std::size_t occurrence = 1;         // Kind::Substring: 1-based
     Take take = Take::All;
+    Scope scope = Scope::None;
+    std::int64_t message = 0;                // Scope::Message: the index (negative: from the end)
+    std::string role;                        // Scope::Role
+    std::optional<std::int64_t> role_index;  // Scope::Role: which of the role's messages; none: all
+
+    // "message:N", "role:R", "role:R:K"; "" when unscoped.
+    std::string scope_text() const {
+        if (scope == Scope::Message) return "message:" + std::to_string(message);
+        if (scope == Scope::Role) return "role:" + role + (role_index ? ":" + std::to_string(*role_index) : "");
+        return "";
+    }
 
     // The text form (parse(to_string()) gives the spec back).
     std::string to_string() const {
@@ -78,6 +103,7 @@ struct Spec {
                 if (occurrence != 1 || text.find('#') != std::string::npos) s.append("#").append(std::to_string(occurrence));
                 break;
         }
+        if (scope != Scope::None) s = scope_text() + (kind == Kind::All ? "" : "/" + s);
         if (take == Take::First) s += ":first";
         if (take == Take::Last) s += ":last";
         return s;
@@ -98,6 +124,17 @@ struct Selected {
 struct Resolved {
     std::vector<Selected> rows;  // ascending positions
     std::string why_empty;       // when rows is empty
+};
+
+// A chat prompt's messages, as a scope needs them (docs/chat.md, "The token-to-message map").
+struct MessageBytes {
+    std::size_t begin = 0, end = 0;  // prompt bytes [begin, end) the rendering copied from the message
+    std::int32_t message = 0;
+};
+struct Conversation {
+    std::vector<std::string> roles;            // roles[i]: messages[i]'s
+    std::vector<MessageBytes> bytes;           // ascending, not overlapping
+    std::vector<std::int32_t> token_messages;  // per token: its message, -1 for template text
 };
 
 namespace detail {
@@ -155,6 +192,34 @@ inline std::size_t count_chars(std::string_view text) {
         text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
 }
 
+inline bool parse_signed(std::string_view s, std::int64_t& out) {
+    if (!s.empty() && s.front() == '+') return false;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return !s.empty() && ec == std::errc() && end == s.data() + s.size();
+}
+
+// "message:N", "role:R" or "role:R:K" into `out`.
+inline void parse_scope(std::string_view scope, const std::string& spec, Spec& out) {
+    if (scope.starts_with("message:")) {
+        out.scope = Scope::Message;
+        if (!parse_signed(scope.substr(8), out.message))
+            throw SpecError("selection '" + spec + "': message:N needs an integer N (negative: from the end)");
+        return;
+    }
+    out.scope = Scope::Role;
+    std::string_view role = scope.substr(5);
+    const std::size_t colon = role.rfind(':');
+    if (colon != std::string_view::npos && looks_like_integer(role.substr(colon + 1))) {
+        std::int64_t k = 0;
+        if (!parse_signed(role.substr(colon + 1), k))
+            throw SpecError("selection '" + spec + "': role:R:K needs an integer K (negative: from the end)");
+        out.role_index = k;
+        role = role.substr(0, colon);
+    }
+    if (role.empty()) throw SpecError("selection '" + spec + "': role: needs a role name (role:user, role:user:-1)");
+    out.role = std::string(role);
+}
+
 }  // namespace detail
 
 // The text form. SpecError naming the spec on anything else.
@@ -169,6 +234,15 @@ inline Spec parse(std::string_view text) {
             s.take = take;
             break;
         }
+    }
+    if (body.starts_with("message:") || body.starts_with("role:")) {  // a scope, then '/' and a spec inside it
+        const std::size_t slash = body.find('/');
+        detail::parse_scope(body.substr(0, slash), whole, s);
+        if (slash == std::string_view::npos) return s;  // the scope's every token
+        body.remove_prefix(slash + 1);
+        if (body.starts_with("message:") || body.starts_with("role:"))
+            throw SpecError("selection '" + whole + "': one message scope at most");
+        if (body.empty()) throw SpecError("selection '" + whole + "': nothing after the scope's '/'");
     }
     if (body == "all") s.kind = Kind::All;
     else if (body == "first") s.kind = Kind::First;
@@ -248,19 +322,39 @@ inline Spec from_json(const JsonValue& value) {
         } else if (key == "take") {
             const Kind k = take_of(v, "take");
             s.take = k == Kind::First ? Take::First : k == Kind::Last ? Take::Last : Take::All;
+        } else if (key == "message") {
+            if (!v.is_integer()) throw SpecError("select.message must be an integer (negative: from the end)");
+            s.scope = Scope::Message, s.message = v.as_integer();
+        } else if (key == "role") {
+            if (!v.is_string() || v.as_string().empty()) throw SpecError("select.role must be a non-empty string");
+            s.scope = Scope::Role, s.role = v.as_string();
+        } else if (key == "role_index") {
+            if (!v.is_integer()) throw SpecError("select.role_index must be an integer (negative: from the end)");
+            s.role_index = v.as_integer();
         } else {
             throw SpecError("select: unknown key '" + key + "'");
         }
     }
+    if (value.find("message") && value.find("role")) throw SpecError("select: \"message\" and \"role\" are two scopes; give one");
+    if (s.role_index && s.scope != Scope::Role) throw SpecError("select.role_index needs \"role\"");
+    if (kinds == 0 && s.scope != Scope::None) kinds = 1;  // a scope alone: its every token
     if (kinds != 1)
         throw SpecError("select needs exactly one of \"substring\", \"bytes\", \"chars\", \"indices\", \"position\"");
     if (s.occurrence != 1 && s.kind != Kind::Substring) throw SpecError("select.occurrence needs \"substring\"");
     return s;
 }
 
+namespace detail {
+inline Resolved resolve_scoped(const Spec& spec, std::string_view text, std::span<const TokenSpan> tokens,
+                               const Conversation* conversation);
+}  // namespace detail
+
 // The positions `spec` selects in a prompt of `text` whose tokens are `tokens` (spans in
-// order, tiling the text; zero-width tokens allowed).
-inline Resolved resolve(const Spec& spec, std::string_view text, std::span<const TokenSpan> tokens) {
+// order, tiling the text; zero-width tokens allowed). A scoped spec needs `conversation`,
+// the chat prompt's messages.
+inline Resolved resolve(const Spec& spec, std::string_view text, std::span<const TokenSpan> tokens,
+                        const Conversation* conversation = nullptr) {
+    if (spec.scope != Scope::None) return detail::resolve_scoped(spec, text, tokens, conversation);
     Resolved r;
     const std::size_t n = tokens.size();
     if (n == 0) {
@@ -336,5 +430,141 @@ inline Resolved resolve(const Spec& spec, std::string_view text, std::span<const
     if (spec.take == Take::Last && r.rows.size() > 1) r.rows.erase(r.rows.begin(), r.rows.end() - 1);
     return r;
 }
+
+namespace detail {
+
+// The messages a scope names (chosen[i]: messages[i] is in it), or why none is.
+inline std::vector<bool> scope_messages(const Spec& spec, const Conversation& c, std::string& why) {
+    const auto n = static_cast<std::int64_t>(c.roles.size());
+    std::vector<bool> chosen(c.roles.size(), false);
+    const auto pick = [&](std::int64_t k, std::int64_t count) { return k < 0 ? count + k : k; };
+    if (spec.scope == Scope::Message) {
+        const std::int64_t m = pick(spec.message, n);
+        if (m < 0 || m >= n) why = "the prompt has " + std::to_string(n) + " message(s)";
+        else chosen[static_cast<std::size_t>(m)] = true;
+        return chosen;
+    }
+    std::vector<std::size_t> with_role;
+    for (std::size_t i = 0; i < c.roles.size(); ++i)
+        if (c.roles[i] == spec.role) with_role.push_back(i);
+    const auto count = static_cast<std::int64_t>(with_role.size());
+    if (with_role.empty()) {
+        why = "the prompt has no '" + spec.role + "' message";
+    } else if (!spec.role_index) {
+        for (std::size_t i : with_role) chosen[i] = true;
+    } else if (const std::int64_t k = pick(*spec.role_index, count); k < 0 || k >= count) {
+        why = "the prompt has " + std::to_string(count) + " '" + spec.role + "' message(s)";
+    } else {
+        chosen[with_role[static_cast<std::size_t>(k)]] = true;
+    }
+    return chosen;
+}
+
+// Bytes, chars and substrings inside a scope: the prompt bytes they anchor to (`pieces`,
+// ascending), or why none. `stretches` are the scope's copied bytes, adjacent ones merged.
+inline void anchor_in_scope(const Spec& spec, std::string_view text, const std::vector<MessageBytes>& stretches,
+                            std::vector<std::pair<std::size_t, std::size_t>>& pieces, std::string& why) {
+    const std::string name = spec.scope_text();
+    if (spec.kind == Kind::Substring) {
+        std::size_t seen = 0;
+        for (const MessageBytes& st : stretches) {
+            const std::string_view part = text.substr(st.begin, st.end - st.begin);
+            for (std::size_t from = 0, at = 0; (at = part.find(spec.text, from)) != std::string_view::npos;
+                 from = at + spec.text.size()) {
+                if (++seen < spec.occurrence) continue;
+                pieces.push_back({st.begin + at, st.begin + at + spec.text.size()});
+                return;
+            }
+        }
+        why = "'" + spec.text + "' occurs fewer than " + std::to_string(spec.occurrence) + " time(s) in " + name;
+        return;
+    }
+    std::string joined;  // the scope's own text
+    for (const MessageBytes& st : stretches) joined.append(text.substr(st.begin, st.end - st.begin));
+    std::size_t begin = spec.begin, end = spec.end;
+    if (spec.kind == Kind::Chars) {
+        begin = byte_of_char(joined, spec.begin), end = byte_of_char(joined, spec.end);
+        if (begin == std::string_view::npos || end == std::string_view::npos) {
+            why = "chars " + std::to_string(spec.begin) + "-" + std::to_string(spec.end) + " reach past the " +
+                  std::to_string(count_chars(joined)) + " code points of " + name;
+            return;
+        }
+    } else if (end > joined.size()) {
+        why = "bytes " + std::to_string(begin) + "-" + std::to_string(end) + " reach past the " +
+              std::to_string(joined.size()) + " bytes of " + name;
+        return;
+    }
+    std::size_t offset = 0;  // of the stretch in `joined`
+    for (const MessageBytes& st : stretches) {
+        const std::size_t length = st.end - st.begin;
+        const std::size_t b = std::max(begin, offset), e = std::min(end, offset + length);
+        if (b < e) pieces.push_back({st.begin + b - offset, st.begin + e - offset});
+        offset += length;
+    }
+}
+
+inline Resolved resolve_scoped(const Spec& spec, std::string_view text, std::span<const TokenSpan> tokens,
+                               const Conversation* c) {
+    Resolved r;
+    const std::string name = spec.scope_text();
+    if (!c) {
+        r.why_empty = name + " is a message scope, and no message map was given: the prompt is not a chat prompt "
+                             "(or the caller is an experiment, which is not given one)";
+        return r;
+    }
+    bool consistent = c->token_messages.size() == tokens.size();
+    for (const MessageBytes& b : c->bytes) consistent = consistent && b.begin <= b.end && b.end <= text.size();
+    if (!consistent) {
+        r.why_empty = "the prompt's message map does not match its tokens and text";
+        return r;
+    }
+    const std::vector<bool> chosen = scope_messages(spec, *c, r.why_empty);
+    if (!r.why_empty.empty()) {
+        r.why_empty = name + ": " + r.why_empty;
+        return r;
+    }
+    const auto in_scope = [&](std::int32_t m) { return m >= 0 && static_cast<std::size_t>(m) < chosen.size() && chosen[static_cast<std::size_t>(m)]; };
+    Spec inner = spec;
+    inner.scope = Scope::None;
+    if (spec.kind == Kind::All || spec.kind == Kind::First || spec.kind == Kind::Last || spec.kind == Kind::Indices) {
+        // Positions count the scope's tokens.
+        std::vector<std::size_t> positions;
+        std::vector<TokenSpan> spans;
+        for (std::size_t p = 0; p < tokens.size(); ++p)
+            if (in_scope(c->token_messages[p])) positions.push_back(p), spans.push_back(tokens[p]);
+        if (positions.empty()) {
+            r.why_empty = name + ": no token of the prompt belongs to it (its text is empty)";
+            return r;
+        }
+        r = resolve(inner, text, spans);
+        for (Selected& row : r.rows) row.position = positions[row.position];
+        if (r.rows.empty()) r.why_empty = name + ": " + r.why_empty;
+        return r;
+    }
+    std::vector<MessageBytes> stretches;
+    for (const MessageBytes& b : c->bytes) {
+        if (!in_scope(b.message) || b.begin == b.end) continue;
+        if (!stretches.empty() && stretches.back().end == b.begin) stretches.back().end = b.end;
+        else stretches.push_back(b);
+    }
+    std::vector<std::pair<std::size_t, std::size_t>> pieces;
+    if (stretches.empty()) r.why_empty = name + ": no byte of the prompt comes from it (its text is empty)";
+    else anchor_in_scope(spec, text, stretches, pieces, r.why_empty);
+    if (pieces.empty()) return r;
+    // Every token with a byte in the pieces; partial when it has a byte outside them.
+    for (std::size_t p = 0; p < tokens.size(); ++p) {
+        const TokenSpan& t = tokens[p];
+        std::size_t covered = 0;
+        for (const auto& [b, e] : pieces)
+            if (t.start < e && t.end > b) covered += std::min(e, t.end) - std::max(b, t.start);
+        if (covered > 0) r.rows.push_back({p, covered < t.end - t.start});
+    }
+    if (r.rows.empty()) r.why_empty = "no token covers the anchored bytes of " + name;
+    if (spec.take == Take::First && r.rows.size() > 1) r.rows.resize(1);
+    if (spec.take == Take::Last && r.rows.size() > 1) r.rows.erase(r.rows.begin(), r.rows.end() - 1);
+    return r;
+}
+
+}  // namespace detail
 
 }  // namespace ember::selection

@@ -132,7 +132,8 @@ void write_synth_model(const SynthOptions& options, const std::filesystem::path&
         const std::uint64_t ne[2] = {cols, rows};
         const GgmlType type = f16    ? GgmlType::F16
                               : bf16 ? GgmlType::BF16
-                                     : target_type(file_type, name, cols, tensor_layer(name), static_cast<int>(shape.n_layer), false);
+                                     : target_type(file_type, name, cols, tensor_layer(name), static_cast<int>(shape.n_layer), false,
+                                                   static_cast<int>(shape.n_head / shape.n_head_kv));
         w.add_tensor(name, type, ne, [seed = options.seed, name, type, rows, cols](std::span<std::byte> out) {
             random_matrix(seed, name, type, rows, cols, out);
         });

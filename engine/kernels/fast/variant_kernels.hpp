@@ -60,7 +60,8 @@ void softmax_row(float* scores, std::size_t n, float scale);
 void weighted_sum_f32(const WeightedSumTask& task);
 void weighted_sum_f16(const WeightedSumTask& task);
 
-// avx2_quants.cpp: the same bits as the scalar products of these formats
+// avx2_quants.cpp (Q4_0, Q4_K, Q6_K, Q5_0) and avx2_quants_low.cpp (Q4_1, Q5_1, Q2_K,
+// Q3_K, Q5_K): the same bits as the scalar products of these formats
 void q4_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void q4_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void q6_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);

@@ -15,7 +15,7 @@
 #include "commands.hpp"
 #include "common/error.hpp"
 #include "extract/extraction.hpp"
-#include "extract/selection.hpp"
+#include "extract/resolved_selection.hpp"
 #include "features/sae_loader.hpp"
 
 namespace ember::app {

@@ -23,7 +23,7 @@
 #include "config/run_config.hpp"
 #include "run_pipeline.hpp"
 #include "extract/extraction.hpp"
-#include "extract/selection.hpp"
+#include "extract/resolved_selection.hpp"
 #include "sweep_shard.hpp"
 
 namespace ember::app {

@@ -8,7 +8,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 #include "extract/manifest.hpp"
 #include "gguf/gguf_file.hpp"
 #include "gguf/layout.hpp"

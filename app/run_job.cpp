@@ -11,7 +11,7 @@
 #include "common/atomic_file.hpp"
 #include "common/dir_lock.hpp"
 #include "common/error.hpp"
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 #include "experiments/experiment_runner.hpp"
 #include "experiments/run_report.hpp"
 #include "extract/extraction.hpp"

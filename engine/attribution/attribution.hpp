@@ -19,7 +19,7 @@
 #include "attribution/metric.hpp"
 #include "config/run_config.hpp"
 #include "extract/manifest.hpp"
-#include "extract/selection.hpp"
+#include "extract/resolved_selection.hpp"
 #include "features/sae.hpp"
 #include "runtime/loaded_model.hpp"
 

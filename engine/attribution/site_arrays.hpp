@@ -15,7 +15,7 @@
 
 #include "attribution/gradient_model.hpp"
 #include "extract/run_directory.hpp"
-#include "extract/selection.hpp"
+#include "extract/resolved_selection.hpp"
 
 namespace ember::attribution {
 

@@ -9,7 +9,7 @@
 #include "common/error.hpp"
 #include "common/input_file.hpp"
 #include "common/strict_parse.hpp"
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 #include "tokenizer/unicode.hpp"
 
 namespace ember::extract {

@@ -13,7 +13,7 @@
 #include <memory>
 
 #include "common/error.hpp"
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 #include "experiments/experiment_runner.hpp"
 #include "extract/dataset.hpp"
 #include "extract/dataset_merge.hpp"

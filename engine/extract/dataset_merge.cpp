@@ -16,7 +16,7 @@
 #include "common/error.hpp"
 #include "common/output_path.hpp"
 #include "common/strict_parse.hpp"
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 #include "config/run_config.hpp"
 #include "config/toml_reader.hpp"
 #include "extract/partial_file.hpp"

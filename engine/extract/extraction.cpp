@@ -13,7 +13,7 @@
 #include "common/strict_json.hpp"
 #include "common/error.hpp"
 #include "common/input_file.hpp"
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 #include "extract/inputs_record.hpp"
 #include "extract/logit_lens.hpp"
 #include "extract/sae_extraction.hpp"

@@ -9,7 +9,7 @@
 
 #include <map>
 
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 #include "tokenizer/unicode.hpp"
 
 namespace ember::extract {

@@ -25,7 +25,7 @@
 #include "common/json_pretty.hpp"
 #include "common/output_path.hpp"
 #include "common/strict_parse.hpp"
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 
 namespace ember::extract {
 namespace {

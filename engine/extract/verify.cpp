@@ -12,7 +12,7 @@
 #include <optional>
 #include <set>
 
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 #include "common/strict_json.hpp"
 #include "common/strict_parse.hpp"
 #include "extract/run_directory.hpp"

@@ -23,7 +23,7 @@
 #include "experiments/experiment_runner.hpp"
 #include "extract/dataset_extraction.hpp"
 #include "extract/manifest.hpp"
-#include "extract/selection.hpp"
+#include "extract/resolved_selection.hpp"
 #include "hooks/hook_names.hpp"
 #include "model_handle.hpp"
 #include "models/family.hpp"

@@ -6,7 +6,7 @@
 #include "common/error.hpp"
 #include "experiments/experiment_runner.hpp"
 #include "extract/extraction.hpp"
-#include "extract/selection.hpp"
+#include "extract/resolved_selection.hpp"
 #include "hooks/hook_chain.hpp"
 #include "kernels/kv_rows.hpp"
 #include "models/family.hpp"

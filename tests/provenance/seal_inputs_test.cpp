@@ -15,7 +15,7 @@
 
 #include <boost/json.hpp>
 
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 #include "extract/verify.hpp"
 #include "run/ember_run.hpp"
 

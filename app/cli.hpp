@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/json_pretty.hpp"
+#include "record/json_pretty.hpp"
 #include "config/run_config.hpp"
 #include "models/model_config.hpp"
 

@@ -19,7 +19,7 @@
 #include "commands.hpp"
 #include "common/error.hpp"
 #include "common/output_path.hpp"
-#include "extract/inputs_record.hpp"
+#include "record/inputs_record.hpp"
 #include "config/run_config.hpp"
 #include "run_pipeline.hpp"
 #include "extract/extraction.hpp"

@@ -21,7 +21,7 @@
 #include "common/error.hpp"
 #include "common/output_path.hpp"
 #include "config/run_config.hpp"
-#include "extract/manifest.hpp"
+#include "record/manifest.hpp"
 #include "generation_output.hpp"
 #include "models/family.hpp"
 #include "run_pipeline.hpp"

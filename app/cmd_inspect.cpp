@@ -9,7 +9,7 @@
 #include "commands.hpp"
 #include "common/error.hpp"
 #include "common/sha256_file.hpp"
-#include "extract/manifest.hpp"
+#include "record/manifest.hpp"
 #include "gguf/gguf_file.hpp"
 #include "gguf/layout.hpp"
 #include "models/model_config.hpp"

@@ -18,7 +18,7 @@
 #include "attribution/gradient_model.hpp"
 #include "attribution/metric.hpp"
 #include "config/run_config.hpp"
-#include "extract/manifest.hpp"
+#include "record/manifest.hpp"
 #include "extract/resolved_selection.hpp"
 #include "features/sae.hpp"
 #include "runtime/loaded_model.hpp"

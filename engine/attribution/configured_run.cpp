@@ -8,8 +8,8 @@
 #include "common/error.hpp"
 #include "extract/dataset.hpp"
 #include "extract/extraction.hpp"
-#include "extract/inputs_record.hpp"
-#include "extract/run_directory.hpp"
+#include "record/inputs_record.hpp"
+#include "record/run_directory.hpp"
 
 namespace ember::attribution {
 namespace {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "attribution/gradient_model.hpp"
-#include "extract/run_directory.hpp"
+#include "record/run_directory.hpp"
 #include "extract/resolved_selection.hpp"
 
 namespace ember::attribution {

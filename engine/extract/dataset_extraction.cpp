@@ -19,7 +19,7 @@
 #include "extract/dataset_merge.hpp"
 #include "extract/dataset_outputs.hpp"
 #include "extract/dataset_records.hpp"
-#include "extract/inputs_record.hpp"
+#include "record/inputs_record.hpp"
 #include "extract/logit_lens.hpp"
 #include "extract/sae_extraction.hpp"
 #include "extract/target_scoring.hpp"

@@ -8,7 +8,7 @@
 #include <iterator>
 #include <map>
 
-#include "common/strict_json.hpp"
+#include "record/strict_json.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "extract/partial_file.hpp"
+#include "record/partial_file.hpp"
 #include "hooks/hooks.hpp"
 
 namespace ember::extract {

@@ -10,11 +10,11 @@
 #include <iterator>
 #include <thread>
 
-#include "common/strict_json.hpp"
+#include "record/strict_json.hpp"
 #include "common/error.hpp"
 #include "common/input_file.hpp"
 #include "common/sha256_file.hpp"
-#include "extract/inputs_record.hpp"
+#include "record/inputs_record.hpp"
 #include "extract/logit_lens.hpp"
 #include "extract/sae_extraction.hpp"
 #include "extract/target_scoring.hpp"

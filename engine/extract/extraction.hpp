@@ -18,8 +18,8 @@
 
 #include "config/run_config.hpp"
 #include "extract/extractor.hpp"
-#include "extract/manifest.hpp"
-#include "extract/run_directory.hpp"
+#include "record/manifest.hpp"
+#include "record/run_directory.hpp"
 #include "gguf/gguf_file.hpp"
 #include "models/model.hpp"
 #include "runtime/loaded_model.hpp"

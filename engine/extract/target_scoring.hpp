@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "config/run_config.hpp"
-#include "extract/manifest.hpp"
+#include "record/manifest.hpp"
 #include "kernels/rows.hpp"
 #include "tokenizer/tokenizer.hpp"
 

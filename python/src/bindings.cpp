@@ -22,7 +22,7 @@
 #include "dataset_job.hpp"
 #include "experiments/experiment_runner.hpp"
 #include "extract/dataset_extraction.hpp"
-#include "extract/manifest.hpp"
+#include "record/manifest.hpp"
 #include "extract/resolved_selection.hpp"
 #include "hooks/hook_names.hpp"
 #include "model_handle.hpp"

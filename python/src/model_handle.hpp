@@ -19,7 +19,7 @@
 
 #include "config/run_config.hpp"
 #include "extract/extractor.hpp"
-#include "extract/manifest.hpp"
+#include "record/manifest.hpp"
 #include "runtime/generate.hpp"
 #include "runtime/loaded_model.hpp"
 #include "runtime/session.hpp"

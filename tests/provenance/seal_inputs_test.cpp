@@ -16,7 +16,7 @@
 #include <boost/json.hpp>
 
 #include "common/sha256_file.hpp"
-#include "extract/verify.hpp"
+#include "record/verify.hpp"
 #include "run/ember_run.hpp"
 
 namespace ember::test {

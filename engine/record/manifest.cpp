@@ -1,4 +1,4 @@
-#include "extract/manifest.hpp"
+#include "record/manifest.hpp"
 
 #include "chat/chat_prompt.hpp"
 #include "extract/extraction.hpp"

@@ -19,7 +19,7 @@
 #include "chat/thinking.hpp"
 #include "config/run_config.hpp"
 #include "extract/extractor.hpp"
-#include "extract/run_directory.hpp"
+#include "record/run_directory.hpp"
 #include "gguf/gguf_file.hpp"
 #include "models/model.hpp"
 #include "runtime/loaded_model.hpp"

@@ -1,4 +1,4 @@
-#include "extract/verify.hpp"
+#include "record/verify.hpp"
 
 #include <ember/npy.hpp>
 #include <fmt/format.h>
@@ -13,9 +13,9 @@
 #include <set>
 
 #include "common/sha256_file.hpp"
-#include "common/strict_json.hpp"
-#include "common/strict_parse.hpp"
-#include "extract/run_directory.hpp"
+#include "record/strict_json.hpp"
+#include "record/strict_parse.hpp"
+#include "record/run_directory.hpp"
 
 namespace ember::extract {
 namespace {

@@ -32,7 +32,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/dir_lock.hpp"
+#include "record/dir_lock.hpp"
 #include "common/error.hpp"
 
 namespace ember::extract {

@@ -17,6 +17,7 @@
 #include "extract/extraction.hpp"
 #include "extract/resolved_selection.hpp"
 #include "features/sae_loader.hpp"
+#include "runtime/threads.hpp"
 
 namespace ember::app {
 namespace {

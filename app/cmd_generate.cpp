@@ -26,6 +26,7 @@
 #include "models/family.hpp"
 #include "run_pipeline.hpp"
 #include "runtime/generate.hpp"
+#include "runtime/prompt.hpp"
 #include "runtime/session.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "trace/journal.hpp"

@@ -16,6 +16,7 @@
 #include "record/strict_json.hpp"
 #include "gguf/gguf_file.hpp"
 #include "pieces.hpp"
+#include "runtime/prompt.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tokenizer/unicode.hpp"
 

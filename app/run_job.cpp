@@ -21,7 +21,9 @@
 #include "hooks/hook_chain.hpp"
 #include "generation_output.hpp"
 #include "intervention_effect.hpp"
+#include "runtime/prompt.hpp"
 #include "runtime/session.hpp"
+#include "runtime/threads.hpp"
 
 namespace ember::app {
 namespace {

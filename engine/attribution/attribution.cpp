@@ -13,6 +13,7 @@
 #include "attribution/site_arrays.hpp"
 #include "common/error.hpp"
 #include "record/run_directory.hpp"
+#include "runtime/prompt.hpp"
 
 namespace ember::attribution {
 namespace {

@@ -10,6 +10,8 @@
 #include "extract/extraction.hpp"
 #include "record/inputs_record.hpp"
 #include "record/run_directory.hpp"
+#include "runtime/prompt.hpp"
+#include "runtime/threads.hpp"
 
 namespace ember::attribution {
 namespace {

@@ -24,6 +24,8 @@
 #include "extract/sae_extraction.hpp"
 #include "extract/target_scoring.hpp"
 #include "hooks/hook_chain.hpp"
+#include "runtime/prompt.hpp"
+#include "runtime/threads.hpp"
 
 namespace ember::extract {
 namespace {

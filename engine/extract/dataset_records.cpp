@@ -12,6 +12,7 @@
 #include "common/error.hpp"
 #include "extract/sae_extraction.hpp"
 #include "extract/target_scoring.hpp"
+#include "runtime/prompt.hpp"
 
 namespace ember::extract {
 namespace json = boost::json;

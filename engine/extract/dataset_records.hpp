@@ -13,6 +13,7 @@
 #include "extract/extractor.hpp"
 #include "extract/logit_lens.hpp"
 #include "record/manifest.hpp"
+#include "runtime/prompt.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace ember::extract {

@@ -19,6 +19,7 @@
 #include "config/run_config.hpp"
 #include "record/manifest.hpp"
 #include "kernels/rows.hpp"
+#include "runtime/prompt.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace ember::extract {

@@ -214,7 +214,7 @@ public:
         for (auto it = fs::recursive_directory_iterator(dir_, ec); !ec && it != fs::end(it); it.increment(ec)) {
             if (it->is_directory(ec) && !it->is_symlink(ec)) continue;
             const std::string name = it->path().lexically_relative(dir_).generic_string();
-            // The lock record of a writer at work is not part of any run (common/dir_lock.hpp).
+            // The lock record of a writer at work is not part of any run (record/dir_lock.hpp).
             if (name == kManifestName || name == kLockRecordName || listed_.count(name)) continue;
             problem(name, "is not listed in the manifest (the seal covers every file of the directory)");
         }

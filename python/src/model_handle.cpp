@@ -11,6 +11,8 @@
 #include "kernels/kv_rows.hpp"
 #include "models/family.hpp"
 #include "python_hooks.hpp"
+#include "runtime/prompt.hpp"
+#include "runtime/threads.hpp"
 
 namespace ember::python {
 namespace {

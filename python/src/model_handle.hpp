@@ -22,6 +22,7 @@
 #include "record/manifest.hpp"
 #include "runtime/generate.hpp"
 #include "runtime/loaded_model.hpp"
+#include "runtime/prompt.hpp"
 #include "runtime/session.hpp"
 
 namespace ember::python {

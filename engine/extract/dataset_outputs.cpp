@@ -124,4 +124,17 @@ void DatasetOutputs::finish() {
         if (e.path().filename().string().starts_with(stale)) fs::remove(e.path(), ec);
 }
 
+RunPoint operator-(const RunPoint& a, const RunPoint& b) {
+    return {a.samples - b.samples, a.rows - b.rows, a.tokens - b.tokens, a.evaluated - b.evaluated, a.skipped - b.skipped};
+}
+
+RunPoint& operator+=(RunPoint& a, const RunPoint& b) {
+    a.samples += b.samples;
+    a.rows += b.rows;
+    a.tokens += b.tokens;
+    a.evaluated += b.evaluated;
+    a.skipped += b.skipped;
+    return a;
+}
+
 }  // namespace ember::extract

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "extract/capture_entry.hpp"
 #include "record/strict_json.hpp"
 #include "common/error.hpp"
 #include "common/sha256_file.hpp"

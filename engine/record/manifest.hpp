@@ -15,6 +15,7 @@
 
 #include "gguf/gguf_file.hpp"
 #include "models/model_config.hpp"
+#include "record/run_directory.hpp"
 #include "runtime/prompt.hpp"
 #include "tokenizer/tokenizer.hpp"
 

@@ -9,7 +9,7 @@
 // with maddubs, whose sign step competes with maddubs and madd for the same vector
 // pipes; here both operands are widened to int16 once and s_i is two vpmaddwd and an add,
 // with no sign step:
-//   - the weights of a slab of rows (up to kSlabBlocks blocks, 384 KiB: kept in L2 while
+//   - the weights of a slab of rows (up to kSlabBlocks blocks, 256 KiB: kept in L2 while
 //     every chunk of tokens is multiplied with them) are widened once per call, their
 //     scales converted to F32;
 //   - the activations of a chunk of up to kChunkTokens tokens are widened once per slab.
@@ -75,8 +75,8 @@ struct Q5_0Values {
     }
 };
 
-constexpr std::size_t kSlabBlocks = 6144;      // widened weights per slab: 384 KiB (+ 24 KiB of scales)
-constexpr std::size_t kPackBlocks = 8192;      // widened activations per chunk: 512 KiB (+ 32 KiB of scales)
+constexpr std::size_t kSlabBlocks = 4096;      // widened weights per slab: 256 KiB (+ 16 KiB of scales)
+constexpr std::size_t kPackBlocks = 4096;      // widened activations per chunk: 256 KiB (+ 16 KiB of scales)
 constexpr std::size_t kChunkTokens = 16;
 constexpr std::size_t kMinChunkTokens = 4;     // rows too wide for four tokens' pack take the decode tiles
 constexpr int kTileRows = 2;

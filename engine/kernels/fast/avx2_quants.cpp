@@ -374,10 +374,14 @@ void q4_0_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) {
     if (t.n_tokens == 1 || !q4_0_prompt_rows(t, r0, r1)) quant_rows<Q4_0>(t, r0, r1);
 }
 void q4_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) {
-    if (t.n_tokens == 1 || !q4_k_prompt_rows(t, r0, r1)) quant_rows<Q4_K>(t, r0, r1);
+    // decode: 2-row tiles (a super-block's unpack of 4 rows spills AVX2's 16 registers)
+    if (t.n_tokens == 1) walk_rows<QuantTile<Q4_K>, 2, 1>(t, r0, r1);
+    else if (!q4_k_prompt_rows(t, r0, r1)) quant_rows<Q4_K>(t, r0, r1);
 }
 void q6_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) {
-    if (t.n_tokens == 1 || !q6_k_prompt_rows(t, r0, r1)) quant_rows<Q6_K>(t, r0, r1);
+    // decode: 2-row tiles (a super-block's unpack of 4 rows spills AVX2's 16 registers)
+    if (t.n_tokens == 1) walk_rows<QuantTile<Q6_K>, 2, 1>(t, r0, r1);
+    else if (!q6_k_prompt_rows(t, r0, r1)) quant_rows<Q6_K>(t, r0, r1);
 }
 void q4_1_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { quant_rows<Q4_1>(t, r0, r1); }
 void q5_1_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { quant_rows<Q5_1>(t, r0, r1); }

@@ -12,6 +12,7 @@
 #include "kernels/fast/intrinsics.hpp"
 
 #include "kernels/fast/avx2_common.hpp"
+#include "kernels/fast/prefetch.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 
 namespace ember::kernels::fast::avx2 {
@@ -198,7 +199,10 @@ struct QuantTile {
         Acc acc[R][T];
         for (int r = 0; r < R; ++r)
             for (int t = 0; t < T; ++t) acc[r][t] = {_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
+        // decode streams each row once: the next tile's rows are pulled into L1 meanwhile
+        const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, n_blocks);
         for (std::size_t b = 0; b < n_blocks; ++b) {
+            prefetch(b);
             typename F::W u[R];
             for (int r = 0; r < R; ++r) F::load(w[r][b], u[r]);
             for (int t = 0; t < T; ++t)
@@ -217,9 +221,21 @@ void quant_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_e
 
 }  // namespace
 
-void q4_0_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { quant_rows<Q4_0>(t, r0, r1); }
-void q4_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { quant_rows<Q4_K>(t, r0, r1); }
-void q6_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { quant_rows<Q6_K>(t, r0, r1); }
-void q5_0_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { quant_rows<Q5_0>(t, r0, r1); }
+void q4_0_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) {
+    if (t.n_tokens == 1 || !q4_0_prompt_rows(t, r0, r1)) quant_rows<Q4_0>(t, r0, r1);
+}
+void q4_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) {
+    // decode: 2-row tiles (a super-block's unpack of 4 rows spills AVX2's 16 registers)
+    if (t.n_tokens == 1) walk_rows<QuantTile<Q4_K>, 2, 1>(t, r0, r1);
+    else if (!q4_k_prompt_rows(t, r0, r1)) quant_rows<Q4_K>(t, r0, r1);
+}
+void q6_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) {
+    // decode: 2-row tiles (a super-block's unpack of 4 rows spills AVX2's 16 registers)
+    if (t.n_tokens == 1) walk_rows<QuantTile<Q6_K>, 2, 1>(t, r0, r1);
+    else if (!q6_k_prompt_rows(t, r0, r1)) quant_rows<Q6_K>(t, r0, r1);
+}
+void q5_0_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) {
+    if (t.n_tokens == 1 || !q5_0_prompt_rows(t, r0, r1)) quant_rows<Q5_0>(t, r0, r1);
+}
 
 }  // namespace ember::kernels::fast::avx2

@@ -26,6 +26,7 @@
 #include "attribution/gradient_model.hpp"
 #include "attribution/metric.hpp"
 #include "attribution/sae_gradient.hpp"
+#include "common/error.hpp"
 #include "extract/manifest.hpp"
 #include "features/sae_splicer.hpp"
 #include "runtime/loaded_model.hpp"
@@ -141,6 +142,14 @@ TEST_CASE("the gradient at an SAE's features agrees with finite differences thro
             CHECK(std::abs(fd - norm) <= 1e-3 * norm);
         }
     }
+}
+
+TEST_CASE("a transcoder is refused by name: its features write another site than they read") {
+    features::Sae transcoder = random_sae(8, 16, 1, 1.0f);
+    transcoder.output_hook_name = "after_mlp:1";
+    transcoder.output_site = hooks::resolve_hook_name(*transcoder.output_hook_name);
+    CHECK_THROWS_WITH_AS(attribution::check_sae_for_gradients(transcoder),
+                         doctest::Contains("a transcoder writes after_mlp:1, another site than it reads"), Error);
 }
 
 // Behind the splicer: writes `values` into the first rows of the features.

@@ -8,7 +8,9 @@
 #include "attribution/gradient_model.hpp"
 #include "common/error.hpp"
 #include "extract/extraction.hpp"
-#include "extract/inputs_record.hpp"
+#include "record/inputs_record.hpp"
+#include "runtime/prompt.hpp"
+#include "runtime/threads.hpp"
 
 namespace ember::attribution {
 namespace {
@@ -48,12 +50,6 @@ AttributeRequest request_from_config(const config::RunConfig& config, std::size_
     r.request_record = {{"attribute", config::to_json(config).at("attribute")},
                         {"output", config::extraction_json(config.output)}};
     return r;
-}
-
-void check_pairing(const AttributeRequest& r) {
-    if ((r.verify_top > 0 || r.integrated_gradients || r.corrupt_select) && !r.corrupt)
-        throw Error("attribute.verify_top, method = \"ig\" and corrupt_select go with a corrupted prompt "
-                    "(attribute.corrupt, or a dataset line's \"corrupt\")");
 }
 
 ConfiguredAttribution run_configured_attribution(const runtime::LoadedModel& model, const config::RunConfig& config,

@@ -11,13 +11,13 @@
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
-#include "common/sha256.hpp"
-#include "common/strict_json.hpp"
-#include "common/strict_parse.hpp"
+#include "common/sha256_file.hpp"
 #include "extract/dataset.hpp"
 #include "extract/dataset_outputs.hpp"
-#include "extract/partial_file.hpp"
-#include "extract/run_directory.hpp"
+#include "record/partial_file.hpp"
+#include "record/run_directory.hpp"
+#include "record/strict_json.hpp"
+#include "record/strict_parse.hpp"
 
 namespace ember::attribution {
 namespace {
@@ -158,6 +158,12 @@ json::array read_records(const fs::path& path) {
 
 }  // namespace
 
+void check_pairing(const AttributeRequest& r) {
+    if ((r.verify_top > 0 || r.integrated_gradients || r.corrupt_select) && !r.corrupt)
+        throw Error("attribute.verify_top, method = \"ig\" and corrupt_select go with a corrupted prompt "
+                    "(attribute.corrupt, or a dataset line's \"corrupt\")");
+}
+
 ConfiguredAttribution run_dataset_attribution(const runtime::LoadedModel& model, const GradientModel& gm,
                                               const config::RunConfig& config, AttributeRequest base,
                                               const ConfiguredOptions& options) {
@@ -213,7 +219,8 @@ ConfiguredAttribution run_dataset_attribution(const runtime::LoadedModel& model,
     manifest["dataset"] = {{"path", file.string()}, {"sha256", info.sha256}, {"bytes", info.bytes}, {"samples", samples.size()}};
     manifest["samples"] = std::move(sample_records);
     manifest["timing"] = {{"forward_ms", point.forward_ms}, {"backward_ms", point.backward_ms}};
-    out.prompt_tokens = summary_from_manifest(manifest).prompt_tokens;
+    for (const json::value& r : manifest.at("samples").as_array())
+        out.prompt_tokens += r.at("metric").at("evaluations").at(0).at("prompt_tokens").to_number<std::size_t>();
     writer.commit(std::move(manifest));
 
     out.dir = writer.output_dir();

@@ -2,7 +2,7 @@
 // every sample one attribution run, its files named "sampleI." + the single run's names, in
 // one sealed directory. Resumable as a dataset extraction is (extract/dataset_outputs.hpp):
 // samples.jsonl (one line per sample: its manifest record) grows as samples.jsonl.partial
-// (extract/partial_file.hpp), and after each finished sample, its files in place, the line
+// (record/partial_file.hpp), and after each finished sample, its files in place, the line
 // is flushed and progress.json (written atomically) records the samples done, the line
 // file's size, the run id and the time spent. A process given the same run key (the
 // config's canonical JSON, the dataset's and the model's SHA-256) in that directory cuts
@@ -12,7 +12,7 @@
 #pragma once
 
 #include "attribution/attribution.hpp"
-#include "attribution/configured_run.hpp"
+#include "attribution/configured_options.hpp"
 #include "config/run_config.hpp"
 
 namespace ember::attribution {

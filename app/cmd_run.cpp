@@ -39,10 +39,15 @@ int run_attribute_config(const config::RunConfig& config, bool experiments_or_tr
                                 "file's: --no-defaults or [hooks] defaults = false) and no --trace",
                                 config.source.string()));
     const LoadedModel model(config.model.path, family_from_config(config));
-    const attribution::ConfiguredAttribution r = attribution::run_configured_attribution(model, config, false);
+    attribution::ConfiguredOptions options;
+    options.run_id = make_run_id();
+    const attribution::ConfiguredAttribution r = attribution::run_configured_attribution(model, config, options);
+    if (r.resumed_samples > 0)
+        fmt::print(stderr, "ember: resumed run {} after its {} finished sample(s)\n", r.run_id, r.resumed_samples);
     fmt::print(stderr, "ember: {} {} over {} sample(s); {} arrays in {} (forward {:.1f} ms, backward {:.1f} ms)\n",
                config.attribute->metric, r.samples == 1 ? fmt::format("= {:.6g}", r.metric) : std::string("computed"),
                r.samples, r.arrays, r.dir.string(), r.forward_ms, r.backward_ms);
+    fmt::print(stderr, "ember: run {} written to {}\n", r.run_id, r.dir.string());
     return kExitOk;
 }
 

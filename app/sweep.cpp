@@ -123,8 +123,12 @@ void run_one(Planned& p, ModelCache& models, bool force) {
                 if (!p.config->experiments.empty())
                     throw Error("[attribute] runs the gradient model alone: no experiment (the defaults file's: [hooks] "
                                 "defaults = false)");
+                attribution::ConfiguredOptions attribute;
+                attribute.overwrite = options.overwrite;
+                attribute.run_id = make_run_id();
                 const attribution::ConfiguredAttribution r =
-                    attribution::run_configured_attribution(*model, *p.config, options.overwrite);
+                    attribution::run_configured_attribution(*model, *p.config, attribute);
+                p.run.run_id = r.run_id;
                 p.run.prompt_tokens = r.prompt_tokens;
                 p.run.prefill_ms = r.forward_ms;
             } else if (p.config->dataset.path) {  // a dataset run (or a shard of one): no run.json, the manifest
@@ -186,7 +190,13 @@ void read_dataset_result(Planned& p) {
     }
     try {
         const json::value m = json::parse(read_file(manifest, "manifest.json"));
-        if (!p.config->attribute) p.run.prompt_tokens = m.at("dataset").at("tokens").to_number<std::size_t>();
+        if (p.config->attribute) {  // as the run reported it (a local sweep's row)
+            const attribution::AttributionSummary s = attribution::summary_from_manifest(m.as_object());
+            p.run.run_id = s.run_id;
+            p.run.prompt_tokens = s.prompt_tokens;
+        } else {
+            p.run.prompt_tokens = m.at("dataset").at("tokens").to_number<std::size_t>();
+        }
     } catch (const std::exception& e) {
         p.run.outcome = SweepOutcome::Failed;
         p.run.error = fmt::format("{}: {}", manifest.string(), e.what());

@@ -6,7 +6,10 @@
 # and checks the cluster's summary and every extracted array against a local sweep of the
 # same grid, bit for bit; then a 20-prompt dataset as 2 shards (a 2-task array) whose final
 # job merges them, checked against a local unsharded run of the same config, every file
-# byte for byte. Every daemon it started is stopped by its pid, and its
+# byte for byte; then a 2-run [attribute] grid and a 3-sample [attribute] dataset as a 2-task
+# array, collected by the summary job (run ids and prompt tokens read back from the
+# manifests), against a local sweep of both, every file byte for byte and each manifest but
+# for its run id and timing. Every daemon it started is stopped by its pid, and its
 # directories removed, however it ends. Needs root (slurmd runs the jobs). Fails loudly,
 # naming the log, where Slurm cannot start.
 #
@@ -329,4 +332,87 @@ rows=$(wc -l < "$work/ds/rows.jsonl")
 samples=$(wc -l < "$work/ds/samples.jsonl")
 [ "$samples" -eq 20 ] || fail "the merged run has $samples samples, not 20"
 echo "dataset: 2 shards merged by the final job, $files files ($samples samples, $rows rows, manifest included) equal to the local run byte for byte"
+echo "== attribution runs: a 2-run [attribute] grid and a 3-sample [attribute] dataset as a 2-task array"
+cat > "$work/attr.toml" <<EOF
+[model]
+path = '$model'
+threads = 1
+[prompt]
+text = "Once upon a time, there was a little girl named Lily"
+[attribute]
+target = ". She"
+corrupt = "Once upon a time, there was a little boy named Lily"
+verify_top = 2
+[output]
+stages = ["after_layer", "head_outputs"]
+layers = [0, 3]
+
+[grid]
+"output.select" = ["last", "substring:girl"]
+EOF
+cat > "$work/attr-pairs.jsonl" <<'EOF'
+{"text": "Once upon a time, there was a little girl named Lily", "corrupt": "Once upon a time, there was a little boy named Lily", "select": "substring:girl", "corrupt_select": "substring:boy"}
+{"text": "Once upon a time, there was a girl named Lily", "corrupt": "Once upon a time, there was a little boy named Lily", "select": "substring:girl", "corrupt_select": "substring:boy"}
+{"text": "The cat sat on the mat", "target": " and", "select": "last"}
+EOF
+cat > "$work/attr-ds.toml" <<EOF
+[model]
+path = '$model'
+threads = 1
+[dataset]
+path = "attr-pairs.jsonl"
+[attribute]
+target = ". She"
+[output]
+dir = "attr-ds"
+stages = ["after_mlp"]
+EOF
+"$ember" sweep "$work/attr.toml" "$work/attr-ds.toml" --summary "$work/local-attr.csv" > /dev/null
+mv "$work/runs/attr" "$work/local-attr"
+mv "$work/attr-ds" "$work/local-attr-ds"
+submit_and_wait "$work/slurm-attr" --shards 2 "$work/attr.toml" "$work/attr-ds.toml"
+grep -q -- '--array=0-1' "$work/slurm-attr/sweep.sbatch" || fail "the attribution sweep.sbatch is not a 2-task array"
+# The summary (timing and run ids aside: prompt_tokens the summary job read back from the
+# manifests), every file byte for byte, each manifest but for its run id, timing and seal,
+# and the cluster summary's run id the manifest's.
+python3 - "$work" <<'PY'
+import csv, json, os, sys
+work = sys.argv[1]
+timing = {"run_id", "model_shared", "load_ms", "prefill_ms", "decode_ms", "total_ms"}
+def rows(path):
+    return list(csv.DictReader(open(path, newline="", encoding="utf-8")))
+local, cluster = rows(f"{work}/local-attr.csv"), rows(f"{work}/slurm-attr/summary.csv")
+stable = lambda rs: [{k: v for k, v in r.items() if k not in timing} for r in rs]
+if stable(local) != stable(cluster):
+    sys.exit(f"test-slurm: FAILED: the attribution summaries differ:\n{stable(local)}\n{stable(cluster)}")
+if len(cluster) != 3 or any(r["outcome"] != "ok" or int(r["prompt_tokens"]) == 0 for r in cluster):
+    sys.exit(f"test-slurm: FAILED: expected 3 ok attribution runs with prompt tokens:\n{cluster}")
+files = 0
+pairs = [(os.path.join(work, "local-attr-ds"), os.path.join(work, "attr-ds"))]
+pairs += [(os.path.join(work, "local-attr", n), os.path.join(work, "runs", "attr", n)) for n in os.listdir(f"{work}/local-attr")]
+for a, b in pairs:
+    names = sorted(n for n in os.listdir(a) if not n.startswith("."))
+    if names != sorted(n for n in os.listdir(b) if not n.startswith(".")):
+        sys.exit(f"test-slurm: FAILED: {b} holds other files than {a}")
+    for n in names:
+        x, y = open(os.path.join(a, n), "rb").read(), open(os.path.join(b, n), "rb").read()
+        if n == "manifest.json":
+            x, y = json.loads(x), json.loads(y)
+            ids = (x.pop("run_id"), y.pop("run_id"))
+            row = [r for r in cluster if os.path.normpath(r["output_dir"]) == os.path.normpath(b)]
+            if not row or not ids[1] or row[0]["run_id"] != ids[1]:
+                sys.exit(f"test-slurm: FAILED: {b}: the summary's run id is not the manifest's ({ids[1]})")
+            for m in (x, y):
+                m.pop("timing")
+                m.pop("manifest_sha256")
+        if x != y:
+            sys.exit(f"test-slurm: FAILED: {b}/{n} differs from the local sweep's")
+        files += 1
+if files < 12:
+    sys.exit(f"test-slurm: FAILED: only {files} files compared")
+print(f"attribution: 3 runs on a 2-task array, {files} files equal to the local sweep's (manifests but for run id and timing)")
+PY
+for dir in "$work"/runs/attr/*/ "$work/attr-ds"; do
+  "$ember" verify "$dir" > /dev/null || fail "$dir does not verify"
+done
 echo "test-slurm: ok"

@@ -105,6 +105,55 @@ double route_metric(const runtime::LoadedModel& model, const std::vector<Continu
     return total;
 }
 
+// path_gradient at the sae_features site: the features moved along the path by the splice
+// (sae_gradient.hpp), f' = f + alpha (f_corrupt - f) on the prompt's rows, f = encode(site)
+// (the clean features: the site upstream is the clean run's); the features' gradient from
+// the site's, with the clean site's out_scale.
+std::vector<float> sae_path_gradient(const GradientModel& gm, const std::vector<Continuation>& runs,
+                                     const SiteArrays& arrays, const SiteArray& a, const features::Sae& sae,
+                                     const Matrix& corrupt, std::size_t steps, tbb::task_arena& arena) {
+    const Stage site_stage = sae.site.stage;
+    const std::uint32_t layer = *a.layer;
+    std::vector<double> sum(a.gradient.size(), 0.0);
+    std::vector<float> rows;
+    for (std::size_t k = 0; k < steps; ++k) {
+        const double alpha = (static_cast<double>(k) + 0.5) / static_cast<double>(steps);
+        features::RowNorm norm;  // the site's normalization (the clean run's: the same in every call)
+        const SiteEdit edit = [&](Stage stage, std::uint32_t l, kernels::Rows t) {
+            if (stage != site_stage || l != layer) return;
+            std::vector<float> x(t.rows * t.cols);
+            for (std::size_t r = 0; r < t.rows; ++r) std::copy_n(t.row(r), t.cols, x.data() + r * t.cols);
+            std::vector<float> f(t.rows * sae.d_sae);
+            features::RowNorm n;
+            features::encode(sae, x.data(), t.rows, f.data(), n);
+            std::vector<float> edited = f;
+            for (std::size_t i = 0; i < corrupt.rows * sae.d_sae; ++i)
+                edited[i] = static_cast<float>(f[i] + alpha * (corrupt.values[i] - f[i]));
+            std::vector<float> delta(t.rows * t.cols);
+            features::splice_delta(sae, f.data(), edited.data(), t.rows, n, delta.data());
+            for (std::size_t r = 0; r < t.rows; ++r)
+                for (std::size_t c = 0; c < t.cols; ++c) t.row(r)[c] += delta[r * t.cols + c];
+            norm = std::move(n);
+        };
+        for (const Continuation& run : runs) {
+            arena.execute([&] {
+                const Tape tape = gm.forward(run.evaluated.ids, run.metric.rows(), edit);
+                Matrix dlogits;
+                run.metric.evaluate(tape.logits.view(), &dlogits);
+                gm.backward(tape, dlogits.view(), [&](const Site& site) {
+                    if (site.stage != site_stage || site.layer != layer) return;
+                    const Matrix g = feature_gradient(sae, site.gradient, norm.out_scale);
+                    arrays.select_rows(a, g.view(), rows);
+                    for (std::size_t i = 0; i < rows.size(); ++i) sum[i] += run.sign * rows[i];
+                });
+            });
+        }
+    }
+    std::vector<float> mean(sum.size());
+    for (std::size_t i = 0; i < sum.size(); ++i) mean[i] = static_cast<float>(sum[i] / static_cast<double>(steps));
+    return mean;
+}
+
 // The mean gradient at site `a` along the path from the clean activation to the corrupted
 // one (every prompt row of the site), in the SiteArray's layout.
 std::vector<float> path_gradient(const GradientModel& gm, const std::vector<Continuation>& runs, const SiteArrays& arrays,
@@ -232,8 +281,10 @@ json::value write_attribution_patching(extract::RunDirectoryWriter& writer, cons
     for (std::size_t s = 0; s < arrays.arrays().size(); ++s) {
         const SiteArray& a = arrays.arrays()[s];
         const std::vector<float> gradient =
-            r.integrated_gradients ? path_gradient(gm, runs, arrays, a, clean_tensors[s], corrupt_tensors[s], r.ig_steps, arena)
-                                   : a.gradient;
+            !r.integrated_gradients ? a.gradient
+            : a.stage == Stage::SaeFeatures
+                ? sae_path_gradient(gm, runs, arrays, a, *r.sae, corrupt_tensors[s], r.ig_steps, arena)
+                : path_gradient(gm, runs, arrays, a, clean_tensors[s], corrupt_tensors[s], r.ig_steps, arena);
         const std::size_t per = units_per_position(a, c);
         std::vector<float> estimates(positions.size() * per);
         for (std::size_t i = 0; i < positions.size(); ++i) {

@@ -113,12 +113,7 @@ PreparedAttribution prepare_attribution(const runtime::LoadedModel& model, const
                                     "there is the metric's own); the stages with gradients are the tensor stages before it",
                                     hooks::stage_name(s)));
     }
-    if (r.sae) {
-        check_sae_for_gradients(*r.sae);
-        if (r.integrated_gradients)
-            throw Error("--method ig interpolates a site through an edit of the gradient forward; sae_features cannot be "
-                        "edited there: leave --sae out, or use --method atp");
-    }
+    if (r.sae) check_sae_for_gradients(*r.sae);
     if (r.corrupt) p.corrupt = aligned_corrupt_prompt(model.tokenizer, r, first.prompt_tokens, p.selection);
     if (r.integrated_gradients) {
         for (Stage s : {Stage::AttentionPattern, Stage::BeforeLogits})
@@ -208,6 +203,7 @@ json::object manifest_head(const runtime::LoadedModel& model, const AttributeReq
     json::object head{
         {"schema_version", extract::kManifestSchemaVersion},
         {"kind", kind},
+        {"run_id", nullptr},  // a configured run's (run_record), null from the command line as ember extract's
         {"layout", layout},
         {"dtype", "float32"},
         {"output_format", {{"format", "npy"}, {"version", "1.0"}, {"order", "C"}, {"byte_order", "little"}}},

@@ -9,29 +9,33 @@
 // patch aligns a source by text.
 #pragma once
 
-#include <filesystem>
+#include <boost/json/object.hpp>
+
+#include <string>
 
 #include "attribution/attribution.hpp"
+#include "attribution/configured_options.hpp"
 #include "config/run_config.hpp"
 
 namespace ember::attribution {
-
-struct ConfiguredAttribution {
-    std::filesystem::path dir;
-    std::size_t samples = 0;     // 1 for a single prompt
-    std::size_t prompt_tokens = 0;
-    std::size_t arrays = 0;
-    double metric = 0.0;         // a single prompt's; a dataset run's first sample's
-    double forward_ms = 0.0, backward_ms = 0.0;
-};
 
 // The request of `config` (which has [attribute]) for one prompt; the output selection is
 // [output]'s. ember::Error naming the key for what the section cannot mean.
 AttributeRequest request_from_config(const config::RunConfig& config, std::size_t threads);
 
 // Runs it (every sample of a dataset checked before anything is written; an error names
-// FILE:LINE: sample ID). `overwrite` as [output] overwrite.
+// FILE:LINE: sample ID). A dataset run is resumable: interrupted, the same config run
+// again goes on after its last finished sample (dataset_attribution.hpp).
 ConfiguredAttribution run_configured_attribution(const runtime::LoadedModel& model, const config::RunConfig& config,
-                                                 bool overwrite);
+                                                 const ConfiguredOptions& options);
+
+// What a sweep's summary reads back from a configured attribution run's manifest (ember
+// sweep --collect, a Slurm sweep's summary job): its run id and prompt tokens (summed over
+// a dataset's samples), as run_configured_attribution returned them.
+struct AttributionSummary {
+    std::string run_id;
+    std::size_t prompt_tokens = 0;
+};
+AttributionSummary summary_from_manifest(const boost::json::object& manifest);
 
 }  // namespace ember::attribution

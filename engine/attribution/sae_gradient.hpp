@@ -10,7 +10,14 @@
 //
 // the decoder rows dotted with the site's gradient (dM/dsite' is the gradient the backward
 // reports at the site: the splice is the last change the site gets). The activation is
-// f = encode(site), as the stage shows it. Transcoders (another output site) are refused.
+// f = encode(site), as the stage shows it. Transcoders (another output site) are refused:
+// their features write another site than they read, which the backward would have to carry
+// from the output site back to the input's features (not built).
+//
+// Integrated gradients on sae_features (atp.cpp) moves the features along the path by the
+// splice itself: at step alpha the site gets ((f + alpha (f_corrupt - f)) - f) W_dec ·
+// out_scale added (features::splice_delta, the route's arithmetic for a hook's edit), and
+// the features' gradient there is feature_gradient of the site's, out_scale the clean site's.
 #pragma once
 
 #include "attribution/gradient_model.hpp"
@@ -24,6 +31,9 @@ void check_sae_for_gradients(const features::Sae& sae);
 
 // Whether `site` is the one the SAE reads.
 bool sae_reads(const features::Sae& sae, const Site& site);
+
+// dM/df' [T, d_sae] = out_scale[t] · W_dec[j] · g[t], g = dM/dsite' [T, d_out] (sums in double).
+Matrix feature_gradient(const features::Sae& sae, kernels::ConstRows g, const std::vector<float>& out_scale);
 
 // Wraps `sink`: every site passes through, and after the SAE's site the sae_features site
 // (layer = the site's), with its gradient when the site has one (the forward's observe

@@ -4,7 +4,9 @@
 
 #include <boost/json/basic_parser_impl.hpp>
 
+#include <charconv>
 #include <optional>
+#include <system_error>
 #include <vector>
 
 #include "common/error.hpp"
@@ -71,6 +73,12 @@ public:
         text_.append(s.data(), s.size());
         // An integer literal Boost could only hold as a double: its digits, exactly.
         if (text_.find_first_of(".eE") == std::string::npos) return big_integer(json::value(json::string(text_)), ec);
+        // The correctly rounded value of the text (Boost 1.81's parser may be an ulp off):
+        // a double written by strict_json reads back as the same bits. Out of range (1e999,
+        // 1e-400): Boost's value (inf, 0).
+        double exact = 0.0;
+        const auto [end, error] = std::from_chars(text_.data(), text_.data() + text_.size(), exact);
+        if (error == std::errc() && end == text_.data() + text_.size()) d = exact;
         return number(json::value(d), ec);
     }
     bool on_bool(bool b, json::error_code& ec) { return add(json::value(b), ec); }

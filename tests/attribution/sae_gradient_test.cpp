@@ -5,7 +5,10 @@
 // (M(f + h d) - M(f - h d)) / 2h with the features edited by a hook behind the splicer,
 // matches grad . d within 1e-3 relative, on Llama (stories260K) and Qwen3, with and without
 // an output scale (a scaling factor: out_scale = 1 / factor). The activation reported at
-// the site is the splicer's own features, bit for bit.
+// the site is the splicer's own features, bit for bit. Integrated gradients at the features
+// (the path made by the splice) are complete: their estimates over every feature and prompt
+// position sum, within 1e-3, to what patching all the corrupted prompt's features in does
+// on the route.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -14,14 +17,22 @@
 #include <string>
 #include <vector>
 
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+
+#include "attribution/attribution.hpp"
 #include "attribution/gradient_model.hpp"
 #include "attribution/metric.hpp"
 #include "attribution/sae_gradient.hpp"
+#include "common/error.hpp"
 #include "record/manifest.hpp"
 #include "features/sae_splicer.hpp"
 #include "runtime/loaded_model.hpp"
 #include "runtime/session.hpp"
 #include "support/fixtures.hpp"
+#include "support/temp_dir.hpp"
 
 namespace ember {
 namespace {
@@ -130,6 +141,89 @@ TEST_CASE("the gradient at an SAE's features agrees with finite differences thro
             CAPTURE(norm);
             CHECK(std::abs(fd - norm) <= 1e-3 * norm);
         }
+    }
+}
+
+TEST_CASE("a transcoder is refused by name: its features write another site than they read") {
+    features::Sae transcoder = random_sae(8, 16, 1, 1.0f);
+    transcoder.output_hook_name = "after_mlp:1";
+    transcoder.output_site = hooks::resolve_hook_name(*transcoder.output_hook_name);
+    CHECK_THROWS_WITH_AS(attribution::check_sae_for_gradients(transcoder),
+                         doctest::Contains("a transcoder writes after_mlp:1, another site than it reads"), Error);
+}
+
+// Behind the splicer: writes `values` into the first rows of the features.
+class SetFeatures final : public hooks::ActiveHooks {
+public:
+    const std::vector<float>* values = nullptr;
+    void stage(Stage stage, const hooks::EvalInfo&, std::uint32_t, hooks::TensorView t) override {
+        if (stage == Stage::SaeFeatures) std::copy(values->begin(), values->end(), t.data);
+    }
+    bool wants(Stage stage) const override { return stage == Stage::SaeFeatures; }
+};
+
+TEST_CASE("integrated gradients at an SAE's features are complete: they sum to the route's effect of patching them all") {
+    const runtime::LoadedModel model(test::fixture_path("models/stories260K.gguf"), std::nullopt);
+    const models::ModelConfig& c = model.model->config();
+    const attribution::GradientModel gm(model.file, c);
+    for (const float factor : {1.0f, 1.75f}) {
+        CAPTURE(factor);
+        const features::Sae sae = random_sae(c.n_embd, 2 * c.n_embd, 1, factor);
+        const test::TempDir tmp;
+        attribution::AttributeRequest r;
+        r.prompt = "Once upon a time, there was a little girl named Lily";
+        r.corrupt = "Once upon a time, there was a little boy named Lily";
+        r.target = ". She";
+        r.sae = &sae;
+        r.integrated_gradients = true;
+        r.ig_steps = 64;
+        r.threads = 2;
+        r.output.stages = {"after_layer"};
+        r.output.layers = std::vector<std::uint32_t>{1};
+        r.output.dir = tmp.path() / "ig";
+        attribution::run_attribution(model, gm, r);
+        double sum = 0.0;
+        std::size_t units = 0;
+        std::ifstream table(tmp.path() / "ig" / "attribution.jsonl");
+        for (std::string line; std::getline(table, line);) {
+            const boost::json::value v = boost::json::parse(line);
+            if (v.at("stage").as_string() != "sae_features") continue;
+            sum += v.at("estimate").to_number<double>();
+            ++units;
+        }
+        const auto clean = extract::encode_prompt(model.tokenizer, r.prompt, config::AddBos::Auto);
+        const auto corrupt = extract::encode_prompt(model.tokenizer, *r.corrupt, config::AddBos::Auto);
+        const auto evaluated = extract::encode_prompt(model.tokenizer, r.prompt + r.target, config::AddBos::Auto);
+        const std::size_t P = clean.ids.size(), T = evaluated.ids.size();
+        REQUIRE(corrupt.ids.size() == P);
+        CHECK(units == P * sae.d_sae);
+        attribution::Metric metric{attribution::MetricKind::LogProb, {}};
+        for (std::size_t j = P; j < T; ++j) metric.terms.push_back({j - 1, evaluated.ids[j], -1});
+        FeatureHook record;
+        const double m_clean = route_metric(model, sae, evaluated.ids, metric, record);
+        FeatureHook corrupt_features;
+        attribution::Metric none{attribution::MetricKind::LogProb, {{0, corrupt.ids[0], -1}}};
+        route_metric(model, sae, corrupt.ids, none, corrupt_features);
+        REQUIRE(corrupt_features.seen.size() == P * sae.d_sae);
+        SetFeatures patch;
+        patch.values = &corrupt_features.seen;
+        runtime::SessionOptions o;
+        o.route = runtime::Route::Reference;
+        o.threads = 2;
+        o.max_batch = T;
+        o.all_logits = true;
+        runtime::Session session(*model.model, o);
+        features::SaeSplicer splicer({{&sae, true}}, &patch);
+        const kernels::ConstRows logits = session.prefill(evaluated.ids, true, &splicer);
+        std::vector<float> rows;
+        for (const attribution::MetricTerm& t : metric.terms) rows.insert(rows.end(), logits.row(t.row), logits.row(t.row) + logits.cols);
+        const double m_patched = metric.evaluate(kernels::ConstRows(rows.data(), metric.terms.size(), logits.cols), nullptr);
+        CAPTURE(sum);
+        CAPTURE(m_patched - m_clean);
+        MESSAGE("IG at the features, factor " << factor << ": " << units << " estimates sum to " << sum
+                << ", the route's patch of them all " << (m_patched - m_clean));
+        CHECK(std::abs(m_patched - m_clean) > 1e-2);  // the patch does something
+        CHECK(std::abs(sum - (m_patched - m_clean)) <= 1e-3 * std::max(1.0, std::abs(m_patched - m_clean)));
     }
 }
 

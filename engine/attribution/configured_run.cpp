@@ -37,6 +37,8 @@ AttributeRequest request_from_config(const config::RunConfig& config, std::size_
     const config::AttributeSection& a = *config.attribute;
     AttributeRequest r;
     r.add_bos = config.prompt.add_bos;
+    r.special = config.prompt.special;
+    r.ids = config.prompt.ids;  // [prompt] ids = [...]: the target tokenized after their text
     const auto kind = metric_from_name(a.metric);
     if (!kind) throw Error(fmt::format("attribute.metric '{}' is not one of logprob, logit-diff, prob", a.metric));
     r.metric = *kind;
@@ -61,13 +63,13 @@ ConfiguredAttribution run_configured_attribution(const runtime::LoadedModel& mod
     base.output.overwrite = base.output.overwrite || overwrite;
     base.run_record = run_record(model, config);
     const auto check_pairing = [](const AttributeRequest& r) {
-        if ((r.verify_top > 0 || r.integrated_gradients || r.corrupt_select) && !r.corrupt)
+        if ((r.verify_top > 0 || r.integrated_gradients || r.corrupt_select) && !r.has_corrupt())
             throw Error("attribute.verify_top, method = \"ig\" and corrupt_select go with a corrupted prompt "
                         "(attribute.corrupt, or a dataset line's \"corrupt\")");
     };
     ConfiguredAttribution out;
     if (!config.dataset.path) {
-        base.prompt = extract::read_prompt(config.prompt);
+        if (!base.ids) base.prompt = extract::read_prompt(config.prompt);
         check_pairing(base);
         const AttributeResult r = run_attribution(model, gm, base);
         return {r.dir, 1, r.prompt_tokens, r.arrays, r.metric, r.forward_ms, r.backward_ms};

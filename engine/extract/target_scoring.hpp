@@ -19,6 +19,7 @@
 #include "config/run_config.hpp"
 #include "extract/manifest.hpp"
 #include "kernels/rows.hpp"
+#include "runtime/loaded_model.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace ember::extract {
@@ -42,6 +43,13 @@ TargetTokens split_target(EncodedPrompt evaluated, std::size_t prompt_bytes, std
 // them from the ids' text (their pieces decoded) tokenized with the target, no BOS.
 TargetTokens encode_with_target(const tokenizer::Tokenizer& tok, const EncodedPrompt& prompt, const std::string& target,
                                 const config::PromptSection& section, const std::string& name);
+
+// A conversation's prompt (section.chat) with a target: the target continues the rendered
+// text (after the generation prompt, when the template writes one) and is tokenized with
+// it, as a dataset conversation's target is (special-token texts parsed, no second BOS),
+// then split at the rendering's end (split_target's errors).
+TargetTokens encode_chat_with_target(const runtime::LoadedModel& model, const config::PromptSection& section,
+                                     const std::string& target, const std::string& name);
 
 struct TargetScore {
     std::vector<double> logprobs;  // per target token, in double

@@ -194,7 +194,9 @@ bool chat_requested(const po::variables_map& vm) {
 }
 
 void apply_chat_options(const po::variables_map& vm, config::PromptSection& prompt) {
+    const std::optional<std::string> target = prompt.target;  // --target continues the rendered conversation
     prompt = {};
+    prompt.target = target;
     prompt.chat = chat::read_vars_file(vm["chat"].as<std::string>());
     if (vm.count("template")) prompt.chat_template = std::filesystem::absolute(vm["template"].as<std::string>()).lexically_normal();
     if (vm.count("template-name")) prompt.chat_template_name = vm["template-name"].as<std::string>();

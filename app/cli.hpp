@@ -73,7 +73,8 @@ po::options_description chat_options();
 // --template / --template-name are given without it.
 bool chat_requested(const po::variables_map& vm);
 // With --chat: the run config's prompt becomes the conversation (text, file and add_bos
-// cleared), with --template (made absolute) or --template-name.
+// cleared; a --target kept: it continues the rendering), with --template (made absolute)
+// or --template-name.
 void apply_chat_options(const po::variables_map& vm, config::PromptSection& prompt);
 
 // --experiment-config KEY=VALUE | FILE.toml (repeatable), each configuring the --experiment

@@ -1,7 +1,7 @@
-// ember attribute --model MODEL (--prompt TEXT | --file PATH) --target TEXT --out DIR
+// ember attribute --model MODEL (--prompt TEXT | --file PATH | --ids 1,2,3) --target TEXT --out DIR
 //                 [--metric logprob|logit-diff|prob] [--contrast TEXT]
 //                 [--stages S,...[,sae_features --sae DIR]] [--layers all|N,M] [--positions all|last|N,M | --select SPEC]
-//                 [--corrupt TEXT [--corrupt-select SPEC] [--method atp|ig [--steps N]] [--verify-top K]] [--no-bos] [--overwrite] [--json] [--threads N]
+//                 [(--corrupt TEXT | --corrupt-ids 1,2,3) [--corrupt-select SPEC] [--method atp|ig [--steps N]] [--verify-top K]] [--no-bos] [--overwrite] [--json] [--threads N]
 // One forward and one backward pass on the reference route: per chosen stage, layer and
 // prompt position, d(metric)/d(activation) and the activation, as .npy files in a run
 // directory with a sealed manifest (docs/attribution.md). Gradients are defined on the
@@ -38,10 +38,15 @@ attribution::AttributeRequest request_from_options(const po::variables_map& vm, 
     if (!vm.count("out")) throw UsageError("ember attribute: give --out DIR");
     if (!vm.count("target")) throw UsageError("ember attribute: give --target TEXT (the continuation the metric scores)");
     attribution::AttributeRequest r;
-    if (vm.count("ids"))
-        throw UsageError("ember attribute: --ids is not supported yet (the gradient run tokenizes prompt and target as one "
-                         "text): give --prompt TEXT or --file PATH");
-    r.prompt = read_prompt(vm);
+    if (vm.count("ids")) {
+        // The ids are the sequence (no BOS added); the target is tokenized after their text.
+        if (vm.count("prompt") || vm.count("file"))
+            throw UsageError("ember attribute: give exactly one of --prompt TEXT, --file PATH or --ids 1,2,3");
+        if (vm["no-bos"].as<bool>()) throw UsageError("--no-bos does not apply to --ids: the ids are the sequence as given");
+        r.ids = parse_ids(vm["ids"].as<std::string>(), "ids");
+    } else {
+        r.prompt = read_prompt(vm);
+    }
     r.special = vm["special"].as<bool>();
     if (vm["no-bos"].as<bool>()) r.add_bos = config::AddBos::No;
     const std::string metric = vm["metric"].as<std::string>();
@@ -50,18 +55,20 @@ attribution::AttributeRequest request_from_options(const po::variables_map& vm, 
     r.metric = *kind;
     r.target = vm["target"].as<std::string>();
     if (vm.count("contrast")) r.contrast = vm["contrast"].as<std::string>();
+    if (vm.count("corrupt") && vm.count("corrupt-ids")) throw UsageError("give --corrupt TEXT or --corrupt-ids 1,2,3, not both");
     if (vm.count("corrupt")) r.corrupt = vm["corrupt"].as<std::string>();
+    if (vm.count("corrupt-ids")) r.corrupt_ids = parse_ids(vm["corrupt-ids"].as<std::string>(), "corrupt-ids");
     if (vm.count("corrupt-select")) {
-        if (!r.corrupt) throw UsageError("--corrupt-select SPEC goes with --corrupt TEXT");
+        if (!r.has_corrupt()) throw UsageError("--corrupt-select SPEC goes with --corrupt TEXT");
         r.corrupt_select = extract::parse_spec(vm["corrupt-select"].as<std::string>(), "--corrupt-select");
     }
     const long long top = vm["verify-top"].as<long long>();
     if (top < 0 || top > 1000000) throw UsageError("--verify-top K must be in [0, 1000000]");
-    if (top > 0 && !r.corrupt) throw UsageError("--verify-top K goes with --corrupt TEXT");
+    if (top > 0 && !r.has_corrupt()) throw UsageError("--verify-top K goes with --corrupt TEXT");
     r.verify_top = static_cast<std::size_t>(top);
     const std::string method = vm["method"].as<std::string>();
     if (method != "atp" && method != "ig") throw UsageError(fmt::format("--method '{}' is not one of atp, ig", method));
-    if (method == "ig" && !r.corrupt) throw UsageError("--method ig integrates from the clean to the --corrupt run: give --corrupt TEXT");
+    if (method == "ig" && !r.has_corrupt()) throw UsageError("--method ig integrates from the clean to the --corrupt run: give --corrupt TEXT");
     r.integrated_gradients = method == "ig";
     const long long steps = vm["steps"].as<long long>();
     if (steps < 1 || steps > 4096) throw UsageError("--steps N must be in [1, 4096]");
@@ -90,6 +97,9 @@ attribution::AttributeRequest request_from_options(const po::variables_map& vm, 
     for (const char* option : {"metric", "target", "contrast", "stages", "layers", "positions", "select", "corrupt", "corrupt-select", "method", "sae"}) {
         if (vm.count(option)) record[option] = vm[option].as<std::string>();
     }
+    // Only when given: earlier requests keep their records.
+    if (r.ids) record["ids"] = boost::json::value_from(*r.ids);
+    if (r.corrupt_ids) record["corrupt_ids"] = boost::json::value_from(*r.corrupt_ids);
     record["verify_top"] = r.verify_top;
     if (r.integrated_gradients) record["steps"] = r.ig_steps;
     record["add_bos"] = r.add_bos == config::AddBos::No ? "no" : "auto";
@@ -117,6 +127,7 @@ int run_attribute(const std::vector<std::string>& args) {
         ("select", po::value<std::string>(),
          "a selection spec: all, first, last, 3,-1, bytes:A-B, chars:A-B, substring:TEXT[#K], each [:first|:last]")
         ("corrupt", po::value<std::string>(), "attribution patching: the corrupted prompt (same number of tokens)")
+        ("corrupt-ids", po::value<std::string>(), "attribution patching: the corrupted prompt as token ids (1,2,3; no BOS added)")
         ("sae", po::value<std::string>(), "an SAE directory spliced at its site: --stages sae_features has its features' gradient")
         ("corrupt-select", po::value<std::string>(),
          "with --corrupt: the corrupted prompt's rows patched onto the selected ones, the k-th onto the k-th (a "

@@ -54,9 +54,12 @@ config::RunConfig config_from_options(const po::variables_map& vm, const std::ve
     if (vm.count("dataset")) {
         c.dataset.path = absolute(vm["dataset"].as<std::string>());
         if (vm.count("target")) throw UsageError("ember extract --dataset: a sample's target is its \"target\" field");
-        if (vm["special"].as<bool>()) throw UsageError("ember extract --dataset: --special is not supported for datasets yet");
     }
     apply_prompt_options(vm, c.prompt, false);
+    if (c.dataset.path) {  // a dataset's own setting: its samples' texts and targets (dataset.special)
+        c.dataset.special = c.prompt.special;
+        c.prompt.special = false;
+    }
     if (chat_requested(vm)) apply_chat_options(vm, c.prompt);
     if (c.dataset.path && c.prompt.chat && c.prompt.chat->contains("messages"))
         throw UsageError("ember extract --dataset: --chat " + vm["chat"].as<std::string>() +

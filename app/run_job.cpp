@@ -234,8 +234,6 @@ private:
         inputs_ = extract::collect_inputs(config_, model_.sha256, model_.file.mapping()->state());
         encoded_ = extract::encode_run_prompt(model_, config_.prompt);  // a text, or a conversation rendered
         prompt_ = encoded_.text;  // an experiment may rewrite it (before_prefill)
-        if (config_.prompt.target && encoded_.chat)  // refused before anything is written
-            throw UsageError("--target goes with a text prompt or token ids, not a conversation (not yet)");
         outcome_.prompt_tokens = encoded_.ids;
         // An extraction's layers and positions are checked before anything is written.
         if (config_.output.extract)
@@ -329,7 +327,7 @@ private:
             if (config_.prompt.target) {
                 hooks::HookChain scoring{runner_.get(), nullptr};
                 if (splicer) splicer.emplace(spliced_saes(), scoring.simplest());
-                outcome_.target = extract::score_prompt_target(*session_, model_.tokenizer, encoded_, config_.prompt,
+                outcome_.target = extract::score_prompt_target(*session_, model_, encoded_, config_.prompt,
                                                                splicer ? &*splicer : scoring.simplest(), parts_.hooks_active);
             }
             if (tap) outcome_.effect = unedited_effect(tap->logits());
@@ -470,7 +468,7 @@ private:
         std::optional<TargetPair> target;
         if (outcome_.target) {
             const json::object unedited =
-                extract::score_prompt_target(*session_, model_.tokenizer, encoded_, config_.prompt, nullptr, /*stepwise=*/true);
+                extract::score_prompt_target(*session_, model_, encoded_, config_.prompt, nullptr, /*stepwise=*/true);
             target = TargetPair{outcome_.target->at("logprob").as_double(), unedited.at("logprob").as_double()};
         }
         session_->reset();

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Times `ember tokenize` against llama.cpp's tokenizer on a ~1 MB mixed text.
 
-    scripts/tokenizer_speed.py [--ember build/app/ember] [--peer ../peer/tokenize.mjs]
+    scripts/tokenizer_speed.py [--ember build/app/ember] [--peer ../peer/tokenize.mjs] (or EMBER_PEER_DIR=DIR)
                                [--runs 5] [--bytes 1000000] [--text FILE]
 
 For each of the four fixture vocabularies (llama-spm, llama-bpe, qwen2, gemma-4) it runs,
@@ -34,6 +34,8 @@ VOCABS = [
 
 
 def default_peer():
+    if os.environ.get("EMBER_PEER_DIR"):  # as scripts/bench.sh: the llama.cpp peer's directory
+        return os.path.join(os.environ["EMBER_PEER_DIR"], "tokenize.mjs")
     for candidate in (os.path.join(ROOT, "..", "peer", "tokenize.mjs"),
                       os.path.join(ROOT, "..", "shared", "tools", "peer-llamacpp", "tokenize.mjs")):
         if os.path.exists(os.path.join(os.path.dirname(candidate), "node_modules")):
@@ -63,6 +65,7 @@ def main():
     parser.add_argument("--peer", default=default_peer())
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--bytes", type=int, default=1_000_000)
+    parser.add_argument("--vocab", action="append", help="only these vocabularies (llama-spm, llama-bpe, qwen2, gemma-4)")
     parser.add_argument("--text", help="tokenize this file instead of a generated one")
     args = parser.parse_args()
 
@@ -78,6 +81,8 @@ def main():
               f"{'ember_load_s':>12} {'llama_load_s':>12} | {'tokens':>7} ids")
         all_same = True
         for name, model in VOCABS:
+            if args.vocab and name not in args.vocab:
+                continue
             path = os.path.join(FIXTURES, model)
             ember_cmd = [args.ember, "tokenize", "--model", path, "--file", text, "--no-bos", "--ids", "--timing"]
             peer_cmd = ["node", args.peer, path, text, "--ids"]

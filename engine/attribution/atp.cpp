@@ -226,7 +226,9 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b) {
 
 CorruptPrompt aligned_corrupt_prompt(const tokenizer::Tokenizer& tok, const AttributeRequest& r, std::size_t prompt_tokens,
                                      const extract::Selection& selection) {
-    CorruptPrompt corrupt{extract::encode_prompt(tok, *r.corrupt, r.add_bos, r.special), {}};
+    CorruptPrompt corrupt{r.corrupt_ids ? extract::encode_ids(tok, *r.corrupt_ids, "--corrupt-ids")
+                                        : extract::encode_prompt(tok, *r.corrupt, r.add_bos, r.special),
+                          {}};
     if (!r.corrupt_select) {
         if (corrupt.encoded.ids.size() != prompt_tokens)
             throw Error(fmt::format("--corrupt: the corrupted prompt is {} tokens and the clean prompt {}: attribution "
@@ -243,7 +245,7 @@ CorruptPrompt aligned_corrupt_prompt(const tokenizer::Tokenizer& tok, const Attr
     if (r.integrated_gradients)
         throw Error("corrupt_select: --method ig interpolates whole sites between prompts of the same length; align the "
                     "prompts token for token, or use --method atp");
-    const selection::Resolved rows = extract::select_positions(*r.corrupt_select, *r.corrupt, corrupt.encoded.tokens);
+    const selection::Resolved rows = extract::select_positions(*r.corrupt_select, corrupt.encoded.text, corrupt.encoded.tokens);
     if (rows.rows.size() != selection.positions.size())
         throw Error(fmt::format("corrupt_select '{}' selects {} row(s) of the corrupted prompt{}, but the selection '{}' "
                                 "selects {} row(s) of the clean prompt: attribution patching puts the k-th of one onto "
@@ -354,7 +356,7 @@ json::value write_attribution_patching(extract::RunDirectoryWriter& writer, cons
     return json::object{
         {"method", r.integrated_gradients ? "ig" : "atp"},
         {"ig_steps", r.integrated_gradients ? json::value(r.ig_steps) : json::value(nullptr)},
-        {"corrupt_prompt", *r.corrupt},
+        {"corrupt_prompt", corrupt.encoded.text},  // --corrupt-ids: the ids' pieces joined
         {"corrupt_token_ids", json::value_from(corrupt.encoded.ids)},
         {"corrupt_select", r.corrupt_select ? json::value(r.corrupt_select->to_string()) : json::value(nullptr)},
         {"corrupt_positions", json::value_from(corrupt.positions)},

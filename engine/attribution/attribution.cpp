@@ -14,6 +14,7 @@
 #include "common/error.hpp"
 #include "record/run_directory.hpp"
 #include "runtime/prompt.hpp"
+#include "extract/target_scoring.hpp"
 
 namespace ember::attribution {
 namespace {
@@ -30,6 +31,17 @@ Continuation split_continuation(const tokenizer::Tokenizer& tok, const Attribute
                                 const char* option) {
     if (target.empty()) throw Error(fmt::format("{} is empty: there is nothing to score", option));
     Continuation c;
+    if (r.ids) {
+        // Token ids: the target's tokens after them, split from the ids' text as --target on extract splits them.
+        config::PromptSection section;
+        section.ids = r.ids;
+        section.special = r.special;
+        extract::TargetTokens t =
+            extract::encode_with_target(tok, request_prompt(tok, r), target, section, fmt::format("{} '{}'", option, target));
+        c.evaluated = std::move(t.evaluated);
+        c.prompt_tokens = t.prompt_tokens;
+        return c;
+    }
     c.evaluated = extract::encode_prompt(tok, r.prompt + target, r.add_bos, r.special);
     const std::size_t end = r.prompt.size();
     for (const tokenizer::Token& t : c.evaluated.tokens) {
@@ -61,6 +73,13 @@ void require_one_token(const Continuation& c, const std::string& target, const c
 }
 
 }  // namespace
+
+extract::EncodedPrompt request_prompt(const tokenizer::Tokenizer& tok, const AttributeRequest& r) {
+    if (r.ids) return extract::encode_ids(tok, *r.ids, "--ids");
+    extract::EncodedPrompt p;
+    p.text = r.prompt;
+    return p;
+}
 
 bool has_gradient(Stage stage) { return hooks::is_tensor_stage(stage) && stage != Stage::AfterLogits; }
 
@@ -106,7 +125,8 @@ PreparedAttribution prepare_attribution(const runtime::LoadedModel& model, const
     p.runs = continuations(model.tokenizer, r);
     const Continuation& first = p.runs.front();
     const std::span<const tokenizer::Token> prompt_tokens(first.evaluated.tokens.data(), first.prompt_tokens);
-    p.selection = extract::resolve(r.output, c, r.prompt, prompt_tokens, r.select ? &*r.select : nullptr);
+    const std::string prompt_text = request_prompt(model.tokenizer, r).text;
+    p.selection = extract::resolve(r.output, c, prompt_text, prompt_tokens, r.select ? &*r.select : nullptr);
     for (Stage s : extract::kStages) {
         if (p.selection.has(s) && !has_gradient(s))
             throw Error(fmt::format("stage {} has no gradient here: the metric reads the logits directly (its gradient "
@@ -114,7 +134,7 @@ PreparedAttribution prepare_attribution(const runtime::LoadedModel& model, const
                                     hooks::stage_name(s)));
     }
     if (r.sae) check_sae_for_gradients(*r.sae);
-    if (r.corrupt) p.corrupt = aligned_corrupt_prompt(model.tokenizer, r, first.prompt_tokens, p.selection);
+    if (r.has_corrupt()) p.corrupt = aligned_corrupt_prompt(model.tokenizer, r, first.prompt_tokens, p.selection);
     if (r.integrated_gradients) {
         for (Stage s : {Stage::AttentionPattern, Stage::BeforeLogits})
             if (p.selection.has(s))
@@ -181,7 +201,7 @@ json::object write_attribution(extract::RunDirectoryWriter& writer, const std::s
     return {
         {"tokenizer", extract::tokenizer_record(model.tokenizer, [&] {
              extract::EncodedPrompt prompt = first.evaluated;  // the prompt's own tokens
-             prompt.text = r.prompt;
+             prompt.text = request_prompt(model.tokenizer, r).text;
              prompt.tokens.resize(first.prompt_tokens);
              prompt.ids.resize(first.prompt_tokens);
              return prompt;

@@ -32,6 +32,10 @@ bool has_gradient(hooks::Stage stage);
 
 struct AttributeRequest {
     std::string prompt;
+    // --ids: the prompt as token ids (checked against the vocabulary, no BOS added; its
+    // text the ids' pieces joined). The target and contrast are tokenized as the
+    // continuation of that text and appended (extract::encode_with_target).
+    std::optional<std::vector<std::int32_t>> ids;
     config::AddBos add_bos = config::AddBos::Auto;
     bool special = false;  // --special: special-token texts in prompt, target and corrupt parsed
     MetricKind metric = MetricKind::LogProb;
@@ -39,6 +43,8 @@ struct AttributeRequest {
     std::optional<std::string> contrast;  // logit-diff's B
     config::OutputSection output;         // stages, layers, positions / select; dir, overwrite
     std::optional<std::string> corrupt;   // attribution patching against this prompt
+    std::optional<std::vector<std::int32_t>> corrupt_ids;  // --corrupt-ids: the corrupted prompt as token ids
+    bool has_corrupt() const { return corrupt || corrupt_ids; }
     // The rows of the corrupted prompt that patch the selected rows of the clean one, the
     // k-th onto the k-th (as patch's source_select / target_select); none: position p onto p.
     std::optional<selection::Spec> corrupt_select;
@@ -73,6 +79,10 @@ struct Continuation {
     double sign = 1.0;                 // +1, or -1 for logit-diff's contrast with several tokens
     Metric metric;
 };
+
+// The prompt as `request` gives it: its text (an ids prompt: the ids' pieces joined, each
+// token's span its piece, ember::Error naming an id outside the vocabulary by its index).
+extract::EncodedPrompt request_prompt(const tokenizer::Tokenizer& tok, const AttributeRequest& request);
 
 // The evaluations `request` needs, checked: a target that tokenizes to nothing, a token
 // straddling the prompt's end, a one-token metric given a longer target, a contrast

@@ -35,6 +35,8 @@ AttributeRequest request_from_config(const config::RunConfig& config, std::size_
     const config::AttributeSection& a = *config.attribute;
     AttributeRequest r;
     r.add_bos = config.prompt.add_bos;
+    r.special = config.prompt.special;
+    r.ids = config.prompt.ids;  // [prompt] ids = [...]: the target tokenized after their text
     const auto kind = metric_from_name(a.metric);
     if (!kind) throw Error(fmt::format("attribute.metric '{}' is not one of logprob, logit-diff, prob", a.metric));
     r.metric = *kind;
@@ -59,7 +61,7 @@ ConfiguredAttribution run_configured_attribution(const runtime::LoadedModel& mod
     base.output.overwrite = base.output.overwrite || options.overwrite;
     base.run_record = run_record(model, config, options.run_id);
     if (config.dataset.path) return run_dataset_attribution(model, gm, config, std::move(base), options);
-    base.prompt = extract::read_prompt(config.prompt);
+    if (!base.ids) base.prompt = extract::read_prompt(config.prompt);
     check_pairing(base);
     const AttributeResult r = run_attribution(model, gm, base);
     return {r.dir, options.run_id, 1, 0, r.prompt_tokens, r.arrays, r.metric, r.forward_ms, r.backward_ms};

@@ -51,7 +51,9 @@ std::vector<Prepared> prepare_samples(const runtime::LoadedModel& model, const G
     extract::DatasetReader reader(file);
     for (extract::Sample s; reader.next(s);) {
         AttributeRequest r = base;
-        r.prompt = s.text;
+        r.prompt = s.text;  // a sample is text: no [prompt] ids reach it
+        r.ids.reset();
+        r.corrupt_ids.reset();
         if (s.target) r.target = *s.target;
         if (auto v = string_member(s, "corrupt", file)) r.corrupt = *v;
         r.select = s.select ? *s.select : default_select;
@@ -159,7 +161,7 @@ json::array read_records(const fs::path& path) {
 }  // namespace
 
 void check_pairing(const AttributeRequest& r) {
-    if ((r.verify_top > 0 || r.integrated_gradients || r.corrupt_select) && !r.corrupt)
+    if ((r.verify_top > 0 || r.integrated_gradients || r.corrupt_select) && !r.has_corrupt())
         throw Error("attribute.verify_top, method = \"ig\" and corrupt_select go with a corrupted prompt "
                     "(attribute.corrupt, or a dataset line's \"corrupt\")");
 }

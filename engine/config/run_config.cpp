@@ -161,6 +161,7 @@ DatasetSection parse_dataset(const toml::table& table, const std::string& file, 
     if (auto v = r.integer("batch_tokens", 0, kMaxInt32)) d.batch_tokens = static_cast<std::uint32_t>(*v);
     if (auto v = r.choice("on_empty", {"error", "skip"})) d.skip_empty = *v == "skip";
     if (auto v = r.choice("evaluate", {"needed", "whole"})) d.evaluate_whole = *v == "whole";
+    if (auto v = r.boolean("special")) d.special = *v;
     if (const toml::node* node = r.node("shard")) {
         const auto* text = node->as_string();
         d.shard = text ? parse_shard(text->get()) : std::nullopt;
@@ -530,6 +531,8 @@ boost::json::object to_json(const RunConfig& c) {
                           {"on_empty", c.dataset.skip_empty ? "skip" : "error"}};
         // Only when whole (the values are the same either way), so earlier runs keep their hashes.
         if (c.dataset.evaluate_whole) out["dataset"].as_object()["evaluate"] = "whole";
+        // Only when set (it changes the tokens), so earlier runs keep their hashes.
+        if (c.dataset.special) out["dataset"].as_object()["special"] = true;
         // Only a shard has it (last, so a merge can take it off), so unsharded runs keep their hashes.
         if (c.dataset.shard)
             out["dataset"].as_object()["shard"] = {{"index", c.dataset.shard->index}, {"count", c.dataset.shard->count}};

@@ -118,6 +118,10 @@ struct DatasetSection {
     // evaluate = "whole": every sample's every row evaluated, even those after its last
     // selected row that no output reads ("needed", the default; the same values either way)
     bool evaluate_whole = false;
+    // special = true (`ember extract --dataset --special`): special-token texts
+    // (<|eot_id|>) in a sample's text and target are those tokens, as [prompt] special is
+    // for one prompt. A conversation's rendering parses them either way.
+    bool special = false;
     // `shard = "K/N"`: this run is shard K of N of the unsharded run's batches of samples
     // (`ember extract --shard K/N`); `ember merge` joins the N into the unsharded run.
     std::optional<Shard> shard;

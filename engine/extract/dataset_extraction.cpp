@@ -53,6 +53,7 @@ struct Request {
     config::OutputSection output;  // stages, layers, logits, lens; positions come from the spec
     selection::Spec default_spec;
     config::AddBos add_bos;
+    bool special;  // dataset.special: special-token texts in text and target parsed
     bool skip_empty;
     std::size_t context_length;  // the session's: no sample may be longer
     // Every sample evaluated whole: experiments see each sample's whole prompt (the hook
@@ -89,7 +90,7 @@ Prepared prepare(const Request& r, Sample sample, const std::filesystem::path& f
             throw Error(fmt::format("{}: {}", name, e.what()));
         }
     } else {
-        evaluated = encode_prompt(r.model.tokenizer, sample.text + sample.target.value_or(""), r.add_bos);
+        evaluated = encode_prompt(r.model.tokenizer, sample.text + sample.target.value_or(""), r.add_bos, r.special);
     }
     if (sample.target) {
         TargetTokens t = split_target(std::move(evaluated), sample.text.size(), *sample.target, name);
@@ -517,6 +518,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
                           settings.output,
                           selection::parse(config.dataset.select),
                           config.prompt.add_bos,
+                          config.dataset.special,
                           config.dataset.skip_empty,
                           settings.context_length,
                           settings.evaluate_whole,

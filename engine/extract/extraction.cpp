@@ -51,9 +51,12 @@ json::object tensor_contract(const Selection& s) {
 
 }  // namespace
 
-json::object score_prompt_target(runtime::Session& session, const tokenizer::Tokenizer& tok, const EncodedPrompt& prompt,
+json::object score_prompt_target(runtime::Session& session, const LoadedModel& model, const EncodedPrompt& prompt,
                                  const config::PromptSection& section, hooks::ActiveHooks* hooks, bool stepwise) {
-    const TargetTokens t = encode_with_target(tok, prompt, *section.target, section, "--target");
+    const tokenizer::Tokenizer& tok = model.tokenizer;
+    // A conversation: the target continues its rendering (the prompt as rendered, not rewritten).
+    const TargetTokens t = prompt.chat ? encode_chat_with_target(model, section, *section.target, "--target")
+                                       : encode_with_target(tok, prompt, *section.target, section, "--target");
     session.reset();
     if (t.evaluated.ids.size() > session.context_length())
         throw Error(fmt::format("--target: the prompt and the target, {} tokens, do not fit in the context of {} tokens (--ctx)",
@@ -205,8 +208,6 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
                                   prompt.conversation ? &*prompt.conversation : nullptr);
     selection.sae_sites = sae_sites(saes);
     const std::size_t threads = effective_threads(config.model.threads);
-    if (config.prompt.target && prompt.chat)  // refused before anything is written
-        throw UsageError("--target goes with a text prompt or token ids, not a conversation (not yet)");
 
     // One writer per directory; an earlier run is refused, or replaced with --overwrite.
     RunDirectoryWriter writer(config.output.dir,
@@ -235,7 +236,7 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     }
 
     // The target in an evaluation of its own: the extraction's arrays are those without it.
-    if (config.prompt.target) result.target = score_prompt_target(session, model.tokenizer, prompt, config.prompt);
+    if (config.prompt.target) result.target = score_prompt_target(session, model, prompt, config.prompt);
 
     check_inputs_unchanged(inputs, model.file.mapping());
     start = Clock::now();

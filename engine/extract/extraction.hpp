@@ -91,7 +91,7 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
 // generation, and the score is the edited model's. Returns target_record's fields;
 // ember::Error when the target does not split from the prompt or the whole does not fit
 // in the context.
-boost::json::object score_prompt_target(runtime::Session& session, const tokenizer::Tokenizer& tok,
+boost::json::object score_prompt_target(runtime::Session& session, const LoadedModel& model,
                                         const EncodedPrompt& prompt, const config::PromptSection& section,
                                         hooks::ActiveHooks* hooks = nullptr, bool stepwise = false);
 

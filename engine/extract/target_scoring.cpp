@@ -72,6 +72,14 @@ TargetTokens encode_with_target(const tokenizer::Tokenizer& tok, const EncodedPr
     return t;
 }
 
+TargetTokens encode_chat_with_target(const runtime::LoadedModel& model, const config::PromptSection& section,
+                                     const std::string& target, const std::string& name) {
+    if (!section.chat) throw Error(fmt::format("{}: the run's prompt is not a conversation", name));
+    EncodedPrompt joint = encode_chat_prompt(model, load_run_template(model, section), *section.chat, target);
+    const std::size_t rendered = joint.chat->at("rendered").as_string().size();
+    return split_target(std::move(joint), rendered, target, name);
+}
+
 double token_logprob(const float* row, std::size_t n_vocab, std::int32_t id) {
     double max = -std::numeric_limits<double>::infinity();
     for (std::size_t v = 0; v < n_vocab; ++v) max = std::max(max, static_cast<double>(row[v]));

@@ -44,6 +44,13 @@ TargetTokens split_target(EncodedPrompt evaluated, std::size_t prompt_bytes, std
 TargetTokens encode_with_target(const tokenizer::Tokenizer& tok, const EncodedPrompt& prompt, const std::string& target,
                                 const config::PromptSection& section, const std::string& name);
 
+// A conversation's prompt (section.chat) with a target: the target continues the rendered
+// text (after the generation prompt, when the template writes one) and is tokenized with
+// it, as a dataset conversation's target is (special-token texts parsed, no second BOS),
+// then split at the rendering's end (split_target's errors).
+TargetTokens encode_chat_with_target(const runtime::LoadedModel& model, const config::PromptSection& section,
+                                     const std::string& target, const std::string& name);
+
 struct TargetScore {
     std::vector<double> logprobs;  // per target token, in double
     double logprob = 0;            // their sum

@@ -29,6 +29,7 @@ SpecialTokenSplitter::SpecialTokenSplitter(const Vocabulary& vocab) {
     for (std::size_t order = 0; order < specials.size(); ++order) {
         const std::string_view text = vocab.text(specials[order]);
         const auto o = static_cast<std::uint32_t>(order);
+        if (!text.empty()) starts_[static_cast<unsigned char>(text[0])] = true;
         if (text.size() >= 2) {
             pairs.emplace_back(pair_key(text[0], text[1]), o);
         } else if (text.size() == 1) {
@@ -48,6 +49,7 @@ void SpecialTokenSplitter::find_occurrences(const Vocabulary& vocab, std::string
     const std::size_t n = text.size();
     for (std::size_t pos = 0; pos < n; ++pos) {
         const auto first = static_cast<unsigned char>(text[pos]);
+        if (!starts_[first]) continue;
         for (std::uint32_t e = single_row_[first]; e < single_row_[first + 1]; ++e) {
             if (allowed(single_entries_[e])) found.push_back({single_entries_[e], pos});
         }

@@ -6,6 +6,7 @@
 // texts are found first (indexed by their first two bytes), then applied token by token.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,9 @@ private:
     std::vector<std::uint32_t> pair_entries_;
     std::vector<std::uint32_t> single_row_;
     std::vector<std::uint32_t> single_entries_;
+    // Whether a byte starts any candidate: the scan passes over the others without the
+    // row look-ups (most of a text, whose specials start with '<' or '[').
+    std::array<bool, 256> starts_{};
 };
 
 }  // namespace ember::tokenizer

@@ -19,7 +19,7 @@ constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581 '▁', Senten
 // the added prefix map to the fragment start.
 struct EscapedText {
     std::string text;
-    std::vector<std::size_t> origin;
+    std::vector<std::uint32_t> origin;  // inputs are below 2^30 bytes (tokenizer.cpp): half the bytes of size_t
 };
 
 EscapedText escape_spaces(std::string_view input, std::size_t start, std::size_t end, bool space_prefix) {
@@ -27,22 +27,23 @@ EscapedText escape_spaces(std::string_view input, std::size_t start, std::size_t
     const std::size_t n = end - start;
     e.text.reserve(n + n / 4 + 3);
     e.origin.reserve(n + n / 4 + 4);
+    const auto at = [](std::size_t offset) { return static_cast<std::uint32_t>(offset); };
     if (space_prefix) {
         e.text += kSpaceMark;
-        e.origin.insert(e.origin.end(), 3, start);
+        e.origin.insert(e.origin.end(), 3, at(start));
     }
     for (std::size_t p = start; p < end; ++p) {
         if (input[p] == ' ') {
             e.text += kSpaceMark;
-            e.origin.push_back(p);
-            e.origin.push_back(p + 1);
-            e.origin.push_back(p + 1);
+            e.origin.push_back(at(p));
+            e.origin.push_back(at(p + 1));
+            e.origin.push_back(at(p + 1));
         } else {
             e.text.push_back(input[p]);
-            e.origin.push_back(p);
+            e.origin.push_back(at(p));
         }
     }
-    e.origin.push_back(end);
+    e.origin.push_back(at(end));
     return e;
 }
 
@@ -189,12 +190,12 @@ private:
 
     // Every merged symbol is a token by construction; a single character may not be, and
     // then each of its bytes becomes a byte-fallback token.
-    void emit(SpanWriter& writer) const {
+    void emit(SpanWriter& writer) {
         if (symbols_.empty()) return;
         for (std::int32_t i = 0; i != -1; i = symbols_[static_cast<std::size_t>(i)].next) {
             const Symbol& s = symbols_[static_cast<std::size_t>(i)];
             std::int32_t token = s.token;
-            if (token == Vocabulary::kNone) token = vocab_.find(std::string_view(e_.text).substr(s.start, s.len));
+            if (token == Vocabulary::kNone) token = pairs_.find(vocab_, std::string_view(e_.text).substr(s.start, s.len));
             if (token != Vocabulary::kNone) {
                 writer.emit(token, e_.origin[s.start + s.len]);
                 continue;
@@ -227,13 +228,6 @@ std::uint64_t SpmModel::key_of(std::string_view character) {
     return (std::uint64_t(character.size()) << 32) | bytes;  // never 0: characters are 1-4 bytes
 }
 
-std::ptrdiff_t SpmModel::short_bit(std::string_view character) {
-    const auto b0 = static_cast<unsigned char>(character[0]);
-    if (character.size() == 1) return b0;
-    if (character.size() == 2 && (b0 & 0xE0) == 0xC0) return 256 + ((b0 & 0x1F) << 8) + static_cast<unsigned char>(character[1]);
-    return -1;
-}
-
 void SpmModel::insert(std::uint64_t key) {
     if ((count_ + 1) * 2 > mergeable_.size()) {
         std::vector<std::uint64_t> old = std::move(mergeable_);
@@ -254,10 +248,7 @@ void SpmModel::insert(std::uint64_t key) {
     }
 }
 
-bool SpmModel::can_merge(std::string_view character) const {
-    if (const std::ptrdiff_t bit = short_bit(character); bit >= 0) {
-        return (short_mergeable_[static_cast<std::size_t>(bit) / 64] >> (bit % 64)) & 1;
-    }
+bool SpmModel::can_merge_long(std::string_view character) const {
     if (mergeable_.empty()) return false;
     const std::uint64_t key = key_of(character);
     for (std::size_t s = (key * 0x9E3779B97F4A7C15ull >> 20) & mask_;; s = (s + 1) & mask_) {
@@ -268,22 +259,20 @@ bool SpmModel::can_merge(std::string_view character) const {
 
 SpmModel SpmModel::load(const Vocabulary& vocab) {
     SpmModel m;
-    std::vector<std::string_view> characters;
+    const auto length_at = [](std::string_view text, std::size_t pos) {
+        return std::min(unicode::sequence_length(static_cast<unsigned char>(text[pos])), text.size() - pos);
+    };
     for (std::size_t id = 0; id < vocab.size(); ++id) {
         const std::string_view text = vocab.text(static_cast<std::int32_t>(id));
-        characters.clear();
+        if (text.empty() || length_at(text, 0) == text.size()) continue;  // one character: it merges nothing
         for (std::size_t pos = 0; pos < text.size();) {
-            const std::size_t len = std::min(unicode::sequence_length(static_cast<unsigned char>(text[pos])), text.size() - pos);
-            characters.push_back(text.substr(pos, len));
-            pos += len;
-        }
-        if (characters.size() < 2) continue;
-        for (const std::string_view character : characters) {
+            const std::string_view character = text.substr(pos, length_at(text, pos));
             if (const std::ptrdiff_t bit = short_bit(character); bit >= 0) {
                 m.short_mergeable_[static_cast<std::size_t>(bit) / 64] |= std::uint64_t{1} << (bit % 64);
             } else {
                 m.insert(key_of(character));
             }
+            pos += character.size();
         }
     }
     return m;

@@ -24,13 +24,25 @@ public:
                 std::vector<Token>& out) const;
 
     // Whether `character` (one lead-byte-delimited character) occurs inside a longer token.
-    bool can_merge(std::string_view character) const;
+    // Inline: the encoder asks it for every character of the text.
+    bool can_merge(std::string_view character) const {
+        if (const std::ptrdiff_t bit = short_bit(character); bit >= 0)
+            return (short_mergeable_[static_cast<std::size_t>(bit) / 64] >> (bit % 64)) & 1;
+        return can_merge_long(character);
+    }
 
 private:
     static std::uint64_t key_of(std::string_view character);
     // The bit of a 1- or 2-byte character in short_mergeable_ (its raw bytes: 256 one-byte
     // values, then a 2-byte lead 0xC0-0xDF with any second byte), or -1 for longer ones.
-    static std::ptrdiff_t short_bit(std::string_view character);
+    static std::ptrdiff_t short_bit(std::string_view character) {
+        const auto b0 = static_cast<unsigned char>(character[0]);
+        if (character.size() == 1) return b0;
+        if (character.size() == 2 && (b0 & 0xE0) == 0xC0)
+            return 256 + ((b0 & 0x1F) << 8) + static_cast<unsigned char>(character[1]);
+        return -1;
+    }
+    bool can_merge_long(std::string_view character) const;
     void insert(std::uint64_t key);
 
     // 1- and 2-byte characters (most of any text) in a bitmap, the others by key in an

@@ -9,6 +9,8 @@
 //   plugin = "build/plugins/libpatch.so"
 //   [experiment.config]
 //   source = "runs/clean/capture"  # a capture directory (or its manifest.json), relative to this TOML file
+//   # or, by run name: source_run = "clean" (the run beside this one; source_runs = "DIR" to
+//   # look elsewhere, source_capture = "SUBDIR" when it holds several; source_run.hpp)
 //   stages = ["after_layer"]       # default: every stage the source holds
 //   layers = [3]                   # or "all" (default)
 //   positions = [4]                # or "last", or "all" (default)
@@ -60,6 +62,7 @@
 #include "plugin_support/json_text.hpp"
 #include "plugin_support/site_selection.hpp"
 #include "plugin_support/stage_experiment.hpp"
+#include "source_run.hpp"
 
 namespace {
 
@@ -129,10 +132,16 @@ class Patch : public ember_plugins::StageExperiment {
 public:
     explicit Patch(const ember::ExperimentConfig& config)
         : StageExperiment(Selection(config, ember_plugins::writable_stages(), target_spec_key(config))) {
-        config.expect_only({"source", "stage", "stages", "layers", "positions", "phase", "record", "select",
-                            "source_select", "target_select"});
+        config.expect_only({"source", "source_run", "source_runs", "source_capture", "stage", "stages", "layers",
+                            "positions", "phase", "record", "select", "source_select", "target_select"});
         selection_.refuse_read_only("patch");
-        if (!config.has("source")) throw ember::ConfigError("config key 'source' (a capture directory) is required");
+        if (config.has("source") == config.has("source_run"))
+            throw ember::ConfigError(config.has("source") ? "give config key 'source' (a capture directory) or 'source_run' "
+                                                            "(the name of the run that captured it), not both"
+                                                          : "config key 'source' (a capture directory) or 'source_run' (the "
+                                                            "name of the run that captured it) is required");
+        if (!config.has("source_run") && (config.has("source_runs") || config.has("source_capture")))
+            throw ember::ConfigError("config keys 'source_runs' and 'source_capture' go with 'source_run'");
         read_requested(config);
         if (selection_.spec()) {
             source_key_ = config.has("source_select") ? "source_select" : "select";
@@ -145,7 +154,18 @@ public:
         if (!info.output_dir.empty()) record_path_ = fs::path(std::string(info.output_dir)) / record;
         prompt_tokens_ = info.prompt_token_ids.size();
 
-        fs::path source(ember::host().resolve_path(config.get_string("source", "")));
+        fs::path source;
+        if (config.has("source_run")) {
+            source_run_name_ = config.get_string("source_run", "");
+            const std::string root = config.get_string("source_runs", "");
+            const ember_plugins::NamedSourceRun named = ember_plugins::resolve_source_run(
+                source_run_name_, root.empty() ? fs::path() : fs::path(ember::host().resolve_path(root)),
+                fs::path(std::string(info.output_dir)), config.get_string("source_capture", ""));
+            source = named.capture;
+            runs_root_ = named.runs_root;
+        } else {
+            source = ember::host().resolve_path(config.get_string("source", ""));
+        }
         const fs::path manifest_path = fs::is_directory(source) ? source / "manifest.json" : source;
         dir_ = manifest_path.parent_path();
         name_ = "patch source '" + dir_.string() + "'";
@@ -404,6 +424,9 @@ private:
             (source_run_dir_.empty() ? std::string("null") : json_string(source_run_dir_.filename().string())) +
             ", \"run_dir\": " + (source_run_dir_.empty() ? std::string("null") : json_string(source_run_dir_.string())) +
             ", \"manifest_sha256\": " + json_string(seal_) +
+            (source_run_name_.empty() ? std::string()
+                                      : ", \"named_by\": {\"source_run\": " + json_string(source_run_name_) +
+                                            ", \"runs_root\": " + json_string(runs_root_.string()) + "}") +
             "},\n  \"rows_written\": [" + rows + (rows.empty() ? "" : "\n  ") + "]" + selection_record() + "\n}\n";
         try {
             ember::npy::write_file_atomically(record_path_, text, nullptr, 0);
@@ -428,6 +451,8 @@ private:
     std::uint64_t stage_bits_ = 0;
     fs::path dir_;
     fs::path source_run_dir_;  // the directory of the run that captured the source; empty: not found
+    std::string source_run_name_;  // source_run: the name the config gave (source_run.hpp)
+    fs::path runs_root_;           // and where it was looked up
     fs::path record_path_;
     std::string name_;
     std::string seal_;

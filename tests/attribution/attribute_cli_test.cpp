@@ -1,5 +1,6 @@
-// Rung: smoke (bad input, the run directory) and interventions (--verify-top: real
-// patching on the reference route next to the attribution-patching estimate).
+// Rung: smoke (bad input, the run directory; --ids and --corrupt-ids give, bit for bit,
+// what the text they tokenize to gives) and interventions (--verify-top: real patching on
+// the reference route next to the attribution-patching estimate).
 // `ember attribute` run as a researcher runs it: every bad input is a clear error with
 // exit status 1 and no directory left behind; a good run's directory passes `ember
 // verify`; the metric the gradient forward computes is the reference route's own.
@@ -124,6 +125,72 @@ TEST_CASE("--method ig: the estimates of before_layer 0 sum to M(corrupt) - M(cl
     CAPTURE(sum);
     CAPTURE(expected);
     CHECK(std::abs(sum - expected) <= 1e-3 * std::abs(expected));
+}
+
+}  // namespace
+}  // namespace ember
+
+namespace ember {
+namespace {
+
+std::string read_bytes(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string joined_ids(const boost::json::value& ids) {
+    std::string out;
+    for (const auto& id : ids.as_array()) out += (out.empty() ? "" : ",") + boost::json::serialize(id);
+    return out;
+}
+
+// --ids is the prompt as the ids its text tokenizes to (BOS included): the same metric,
+// gradients and estimates, byte for byte; an id outside the vocabulary is refused by index.
+TEST_CASE("ember attribute --ids and --corrupt-ids: the text's attribution bit for bit, bad ids refused by index") {
+    const test::TempDir tmp;
+    const std::string clean = "Once upon a time, there was a little girl named Lily";
+    const std::string corrupt = "Once upon a time, there was a little boy named Lily";
+    const std::string common = " --target '. She' --stages after_layer,mlp_activation --layers 0,1 --out ";
+    const auto text = test::run_command(attribute("--prompt " + test::shell_quote(clean) + " --corrupt " +
+                                                  test::shell_quote(corrupt) + common +
+                                                  test::shell_quote((tmp.path() / "text").string())) + " 2>&1");
+    REQUIRE_MESSAGE(text.exit_code == 0, text.output);
+    const boost::json::object m = read_json(tmp.path() / "text" / "manifest.json");
+    const std::string ids = joined_ids(m.at("tokenizer").at("token_ids"));
+    const std::string corrupt_ids = joined_ids(m.at("attribution_patching").at("corrupt_token_ids"));
+
+    const auto by_ids = test::run_command(attribute("--ids " + ids + " --corrupt-ids " + corrupt_ids + common +
+                                                    test::shell_quote((tmp.path() / "ids").string())) + " 2>&1");
+    REQUIRE_MESSAGE(by_ids.exit_code == 0, by_ids.output);
+    const boost::json::object mi = read_json(tmp.path() / "ids" / "manifest.json");
+    CHECK(mi.at("metric").at("value").as_double() == m.at("metric").at("value").as_double());
+    CHECK(mi.at("metric").at("evaluations") == m.at("metric").at("evaluations"));
+    CHECK(mi.at("tokenizer").at("token_ids") == m.at("tokenizer").at("token_ids"));
+    CHECK(mi.at("request").at("ids").as_array().size() == m.at("tokenizer").at("token_ids").as_array().size());
+    std::size_t compared = 0;
+    for (const auto& e : m.at("tensors").as_array()) {
+        const std::string file(e.at("file").as_string());
+        CAPTURE(file);
+        CHECK(read_bytes(tmp.path() / "ids" / file) == read_bytes(tmp.path() / "text" / file));
+        ++compared;
+    }
+    CHECK(compared == 2 * 2 * 2);  // two stages, two layers, gradient and activation
+    CHECK(read_bytes(tmp.path() / "ids" / "attribution.jsonl") == read_bytes(tmp.path() / "text" / "attribution.jsonl"));
+    CHECK(test::run_command(std::string(EMBER_BINARY) + " verify " + test::shell_quote((tmp.path() / "ids").string())).exit_code == 0);
+
+    const std::string out = " --target '. She' --out " + test::shell_quote((tmp.path() / "bad").string());
+    const auto outside = test::run_command(attribute("--ids 1,999999,5" + out) + " 2>&1");
+    CHECK(outside.exit_code == 1);
+    CHECK(outside.output.find("--ids: id 999999 (index 1) is not in the vocabulary of 512 tokens") != std::string::npos);
+    const auto corrupt_outside = test::run_command(attribute("--ids " + ids + " --corrupt-ids 1,2,70000" + out) + " 2>&1");
+    CHECK(corrupt_outside.exit_code == 1);
+    CHECK(corrupt_outside.output.find("--corrupt-ids: id 70000 (index 2) is not in the vocabulary") != std::string::npos);
+    const auto malformed = test::run_command(attribute("--ids 1,x" + out) + " 2>&1");
+    CHECK(malformed.exit_code == 2);
+    CHECK(malformed.output.find("--ids 1,x: 'x' (item 1) is not a token id") != std::string::npos);
+    const auto both = test::run_command(attribute("--ids 1,2 --prompt hi" + out) + " 2>&1");
+    CHECK(both.exit_code == 2);
+    CHECK(!fs::exists(tmp.path() / "bad"));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "cli.hpp"
 #include "commands.hpp"
+#include "common/atomic_file.hpp"
 #include "common/error.hpp"
 
 namespace {
@@ -58,6 +59,9 @@ int main(int argc, char** argv) {
         return 0;
     }
     const std::vector<std::string> args(argv + 2, argv + argc);
+    // Every command that writes a file (synth, quantize, tokenize --out, runs) removes its
+    // temporaries on SIGINT/SIGTERM, not only those that open a run directory.
+    ember::install_signal_cleanup();
     for (const auto& c : kSubcommands) {
         if (c.name != command) continue;
         try {

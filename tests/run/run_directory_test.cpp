@@ -187,6 +187,30 @@ TEST_CASE("SIGINT and SIGTERM remove the temporaries being written and leave no 
     }
 }
 
+TEST_CASE("SIGTERM during ember synth removes the model's temporary and writes no model") {
+    TempDir dir;
+    const fs::path model = dir.path() / "big.gguf";
+    const pid_t child = ::fork();
+    if (child == 0) {
+        ::execl(EMBER_BINARY, EMBER_BINARY, "synth", "--shape", "llama-1b", "--type", "f16", "--vocab-from",
+                kModel.c_str(), model.c_str(), static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    bool writing = false;
+    for (int i = 0; i < 1500 && !writing; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        writing = !leftovers(dir.path()).empty();
+    }
+    CHECK(writing);
+    ::kill(child, SIGTERM);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == SIGTERM);
+    CHECK_MESSAGE(leftovers(dir.path()).empty(), leftovers(dir.path()).front());
+    CHECK(!fs::exists(model));
+}
+
 TEST_CASE("a run removes temporaries of dead processes from its directory, and keeps those of live ones") {
     TempDir dir;
     const fs::path out = dir.path() / "out";

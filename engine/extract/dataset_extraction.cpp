@@ -419,16 +419,16 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
         config.model.ctx ? config.model.ctx : runtime::default_context_length(model.model->config());
     config::OutputSection output = config.output;  // stages, layers, logits, lens; positions come from the spec
     output.positions = {config::PositionSelection::Kind::All, {}, {}};
-    const Selection shape = resolve(output, model.model->config(), 1);
-    const bool evaluate_whole = config.dataset.evaluate_whole || options.experiments ||
-                                shape.has(hooks::Stage::AttentionPattern) || shape.has(hooks::Stage::BeforeLogits) ||
-                                shape.has(hooks::Stage::AfterLogits) || shape.logits != config::LogitsDump::None;
+    Selection shape = resolve(output, model.model->config(), 1);
     // Hashed before they are read: a change while the run reads them fails it (check_inputs_unchanged).
     std::vector<InputFile> inputs = collect_inputs(config, model.sha256, model.file.mapping()->state());
     const std::vector<features::Sae> saes = load_extraction_saes(config, model.model->config(), inputs);
-    if (!saes.empty() && config.dataset.shard)
-        throw Error("a dataset shard with SAEs ([[sae]], --sae): ember merge does not join SAE feature arrays yet; run "
-                    "the dataset whole");
+    shape.sae_sites = sae_sites(saes);  // an SAE at before_logits needs every row's (needs_all_logits)
+    const bool sae_at_logits = std::any_of(saes.begin(), saes.end(), [](const features::Sae& sae) { return !sae.site.layer; });
+    const bool evaluate_whole = config.dataset.evaluate_whole || options.experiments ||
+                                shape.has(hooks::Stage::AttentionPattern) || shape.has(hooks::Stage::BeforeLogits) ||
+                                shape.has(hooks::Stage::AfterLogits) || shape.logits != config::LogitsDump::None ||
+                                sae_at_logits;
     ChatTemplateCache chat_template(model, config.prompt);
     const Request request{model,
                           output,

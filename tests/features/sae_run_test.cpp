@@ -256,7 +256,8 @@ TEST_CASE("activation-reference: an SAE at before_logits (model.norm) on Llama, 
         REQUIRE_MESSAGE(r.exit_code == 0, r.output);
         r = ember("verify " + shell_quote(run.string()));
         CHECK_MESSAGE(r.exit_code == 0, r.output);
-        const json::object& entry = manifest(run).at("sae_features").as_array().at(0).as_object();
+        const json::object run_manifest = manifest(run);
+        const json::object& entry = run_manifest.at("sae_features").as_array().at(0).as_object();
         CHECK(entry.at("site") == "before_logits");
         CHECK(entry.at("layer").is_null());
         CHECK(entry.at("shape").as_array()[0] == 4);

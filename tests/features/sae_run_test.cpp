@@ -2,7 +2,7 @@
 // SAE features, dense and sparse, is the unsharded run's directory byte for byte, manifest
 // included, and shards that read different SAEs are refused naming them; `ember run` with
 // [[sae]] and `[output] extract = true` writes the feature arrays and manifest entries
-// `ember extract --sae` writes) and activation-reference (an SAE at before_logits, the
+// `ember extract --sae` writes, in this process and in a supervised worker) and activation-reference (an SAE at before_logits, the
 // final norm's output, `model.norm`: `ember extract --sae`'s features on Llama, Qwen3 and
 // Gemma 4 equal the NumPy float64 reference computed from the before_logits rows the same
 // run extracted, within 1e-5 relative and the same active set except within 1e-6 of a
@@ -205,17 +205,20 @@ TEST_CASE("smoke: ember run with [[sae]] and [output] extract = true writes the 
     TempDir dir;
     const fs::path saes = write_fixtures(dir.path(), "synth-llama3-q8_0");
     const std::string prompt = "hello world, the features of a prompt";
-    for (const char* layout : {"dense", "sparse"}) {
+    // In this process, and (with an experiment loaded) in a supervised worker, which rebuilds the config.
+    for (const auto& [layout, worker] : {std::pair{"dense", false}, {"sparse", false}, {"sparse", true}}) {
         CAPTURE(layout);
-        const fs::path extracted = dir.path() / (std::string("extract-") + layout);
-        const fs::path ran = dir.path() / (std::string("run-") + layout);
+        CAPTURE(worker);
+        const std::string tag = std::string(layout) + (worker ? "-worker" : "");
+        const fs::path extracted = dir.path() / ("extract-" + tag);
+        const fs::path ran = dir.path() / ("run-" + tag);
         CommandResult r = ember(fmt::format(
             "extract --model {} --prompt {} --stages after_layer --layers 1 --sae {} --sae {} --sae-output {} --out {}",
             shell_quote(model_path("synth-llama3-q8_0")), shell_quote(prompt),
             shell_quote((saes / "v6-standard").string()), shell_quote((saes / "v6-transcoder").string()), layout,
             shell_quote(extracted.string())));
         REQUIRE_MESSAGE(r.exit_code == 0, r.output);
-        const fs::path config = dir.path() / (std::string("run-") + layout + ".toml");
+        const fs::path config = dir.path() / ("run-" + tag + ".toml");
         write_all(config, fmt::format("[model]\npath = {}\n[prompt]\ntext = {}\n[generation]\nmax_tokens = 3\n"
                                       "[output]\ndir = {}\nextract = true\nstages = [\"after_layer\"]\nlayers = [1]\n"
                                       "sae_output = \"{}\"\n[[sae]]\npath = {}\n[[sae]]\npath = {}\n",
@@ -223,6 +226,10 @@ TEST_CASE("smoke: ember run with [[sae]] and [output] extract = true writes the 
                                       json::serialize(json::value(prompt)), json::serialize(json::value(ran.string())),
                                       layout, json::serialize(json::value((saes / "v6-standard").string())),
                                       json::serialize(json::value((saes / "v6-transcoder").string()))));
+        if (worker)
+            write_all(config, read_all(config) + fmt::format("[[experiment]]\nplugin = {}\n",
+                                                             json::serialize(json::value(
+                                                                 std::string(EMBER_BUILTIN_PLUGIN_DIR) + "/libfinite-check.so"))));
         r = ember("run " + shell_quote(config.string()));
         REQUIRE_MESSAGE(r.exit_code == 0, r.output);
         r = ember("verify " + shell_quote(ran.string()));

@@ -16,7 +16,7 @@
 #include <cmath>
 #include <vector>
 
-#include "models/attention.hpp"
+#include "models/attention_block.hpp"
 #include "models/feed_forward.hpp"
 #include "models/tensor_loader.hpp"
 

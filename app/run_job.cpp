@@ -18,6 +18,7 @@
 #include "features/sae_loader.hpp"
 #include "features/sae_splicer.hpp"
 #include "record/inputs_record.hpp"
+#include "extract/sae_extraction.hpp"
 #include "hooks/hook_chain.hpp"
 #include "generation_output.hpp"
 #include "intervention_effect.hpp"
@@ -235,13 +236,18 @@ private:
         encoded_ = extract::encode_run_prompt(model_, config_.prompt);  // a text, or a conversation rendered
         prompt_ = encoded_.text;  // an experiment may rewrite it (before_prefill)
         outcome_.prompt_tokens = encoded_.ids;
-        // An extraction's layers and positions are checked before anything is written.
-        if (config_.output.extract)
-            extractor_.emplace(extract::resolve(config_.output, model_.model->config(), encoded_.text, encoded_.tokens,
-                                                 nullptr, encoded_.conversation ? &*encoded_.conversation : nullptr));
         // The SAEs are loaded and checked against the model before anything is written; each
         // file they were read from is an input of the run.
         saes_ = load_saes(config_, model_.model->config());
+        // An extraction's layers and positions are checked before anything is written; it
+        // keeps each SAE's site rows too, for the features it writes (write_and_seal).
+        if (config_.output.extract) {
+            extract::Selection selection =
+                extract::resolve(config_.output, model_.model->config(), encoded_.text, encoded_.tokens, nullptr,
+                                 encoded_.conversation ? &*encoded_.conversation : nullptr);
+            selection.sae_sites = extract::sae_sites(saes_);
+            extractor_.emplace(std::move(selection));
+        }
         for (std::size_t i = 0; i < saes_.size(); ++i)
             for (const features::SaeInput& file : saes_[i].inputs) {
                 extract::InputFile input = extract::input_file("sae", file.path);
@@ -395,6 +401,14 @@ private:
         record.threads = outcome_.threads;
         if (outcome_.lifecycle.changed()) record.lifecycle = lifecycle_json(outcome_.lifecycle);
         record.target = outcome_.target;
+        // Each SAE's features at the extracted rows, as `ember extract --sae` writes them: encoded
+        // from the site rows the run's hooks saw (before this SAE's splice; an experiment's edit
+        // of the features themselves is what `capture` at sae_features records).
+        if (extractor_ && !saes_.empty()) {
+            const extract::SaeEncoders encoders(saes_, session_options_.route, outcome_.threads);
+            record.sae_features =
+                extract::write_sae_features(*directory_, *extractor_, saes_, encoders, config_.output.sae_output);
+        }
         extract::write_extraction(*directory_, extractor_ ? &*extractor_ : nullptr, model_, encoded_, record,
                                   session_options_.route, outcome_.threads, [&] {
                                       parts_.failed_during = "run.json";

@@ -87,6 +87,8 @@ config::RunConfig config_from_json(const json::value& v) {
                                         : config::LogitsDump::None;
     c.output.logit_lens = number<std::uint32_t>(o, "logit_lens");
     c.output.overwrite = o.at("overwrite").as_bool();
+    if (o.as_object().contains("sae_output"))  // written only when sparse (config::to_json)
+        c.output.sae_output = text(o, "sae_output") == "sparse" ? config::SaeOutput::Sparse : config::SaeOutput::Dense;
     if (const json::value* d = v.as_object().if_contains("dataset")) {
         c.dataset.path = fs::path(text(*d, "path"));
         c.dataset.select = text(*d, "select");

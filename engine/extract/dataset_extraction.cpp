@@ -506,13 +506,14 @@ json::object dataset_manifest(const LoadedModel& model, const config::RunConfig&
 // made, the batches evaluated and appended, the inputs checked unchanged, the manifest.
 DatasetResult run_dataset_extraction(const LoadedModel& model, const config::RunConfig& config,
                                      const DatasetRunOptions& options) {
-    const DatasetSettings settings = checked_settings(model, config, options);
+    DatasetSettings settings = checked_settings(model, config, options);
     // Hashed before they are read: a change while the run reads them fails it (check_inputs_unchanged).
     std::vector<InputFile> inputs = collect_inputs(config, model.sha256, model.file.mapping()->state());
     const std::vector<features::Sae> saes = load_extraction_saes(config, model.model->config(), inputs);
-    if (!saes.empty() && config.dataset.shard)
-        throw Error("a dataset shard with SAEs ([[sae]], --sae): ember merge does not join SAE feature arrays yet; run "
-                    "the dataset whole");
+    // An SAE at before_logits needs every row's logits stages (needs_all_logits) and each
+    // sample evaluated whole, as --stages before_logits does.
+    settings.shape.sae_sites = sae_sites(saes);
+    for (const features::Sae& sae : saes) settings.evaluate_whole |= !sae.site.layer;
     ChatTemplateCache chat_template(model, config.prompt);
     const Request request{model,
                           settings.output,

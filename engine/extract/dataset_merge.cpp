@@ -137,12 +137,23 @@ std::vector<json::object*> array_entries(json::object& m) {
         if (json::value* layers = lens->as_object().if_contains("layers"); layers && layers->is_array())
             for (json::value& e : layers->as_array()) add(&e);
     add(m.if_contains("targets"));
+    if (json::value* saes = m.if_contains("sae_features"); saes && saes->is_array())
+        for (json::value& e : saes->as_array()) add(&e);
     return out;
 }
 
-void set_rows(json::object& entry, std::size_t rows) {
+void set_rows(json::object& entry, std::size_t rows, std::size_t nnz = 0) {
     json::value* shape = entry.if_contains("shape");
     if (shape && shape->is_array() && !shape->as_array().empty()) shape->as_array()[0] = rows;
+    if (entry.contains("nnz")) entry["nnz"] = nnz;  // sparse SAE features
+}
+
+// A sparse SAE features entry's file `part` ("indptr", "indices", "values"), or nullptr.
+const json::value* sparse_file(const json::object& entry, std::string_view part) {
+    const json::value* files = entry.if_contains("files");
+    if (!files || !files->is_object()) return nullptr;
+    const json::value* file = files->as_object().if_contains(part);
+    return file && file->is_string() ? file : nullptr;
 }
 
 // What must be equal in every shard of one run: the manifest without its seal, its file
@@ -210,7 +221,7 @@ std::string describe(const json::value* v) {
 
 std::size_t element_bytes(const std::string& descr, const fs::path& file) {
     if (descr == "<f4" || descr == "<i4") return 4;
-    if (descr == "<f8") return 8;
+    if (descr == "<f8" || descr == "<i8") return 8;
     throw Error(fmt::format("ember merge: {}: dtype '{}' is not one a dataset run writes", file.string(), descr));
 }
 
@@ -272,6 +283,84 @@ Joined join_npy(const std::vector<const ShardDir*>& shards, const std::string& n
     out.commit();
     j.record.sha256 = sha.finish_hex();
     return j;
+}
+
+// A sparse SAE array's indptr (int64 [R + 1], each shard's from 0): shard 0's entries,
+// then each later shard's after its leading 0, shifted by the nonzeros before it, which
+// is the indptr the unsharded run writes. `values` (the entry's values file) checks each
+// shard's last entry against its nonzero count.
+Joined join_indptr(const std::vector<const ShardDir*>& shards, const std::string& name, const std::string& values,
+                   const fs::path& dir) {
+    std::vector<npy::Header> headers;
+    Joined j;
+    for (const ShardDir* s : shards) {
+        const fs::path file = s->dir / name;
+        npy::Header h = npy::read_header(file);
+        if (h.fortran_order || h.shape.size() != 1 || h.descr != "<i8" || h.shape[0] == 0)
+            throw Error(fmt::format("ember merge: {}: not an int64 indptr [R + 1] (dtype {} shape {})", file.string(),
+                                    h.descr, npy::shape_text(h.shape)));
+        j.rows += h.shape[0] - (headers.empty() ? 0 : 1);
+        headers.push_back(std::move(h));
+    }
+    const std::string head = NpyAppender::header("<i8", j.rows, 0);
+    AtomicFile out(dir / name);
+    Sha256 sha;
+    out.write(head);
+    sha.update(head);
+    j.record = {name, head.size(), ""};
+    std::int64_t base = 0;
+    for (std::size_t k = 0; k < shards.size(); ++k) {
+        const fs::path file = shards[k]->dir / name;
+        std::vector<std::int64_t> v(headers[k].shape[0]);
+        std::ifstream in(file, std::ios::binary);
+        if (!in || !in.seekg(static_cast<std::streamoff>(headers[k].data_offset)) ||
+            !in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(std::int64_t))))
+            throw Error(fmt::format("ember merge: {}: shorter than its header says", file.string()));
+        const std::uint64_t nnz = npy::read_header(shards[k]->dir / values).count();
+        if (v.front() != 0 || !std::is_sorted(v.begin(), v.end()) || static_cast<std::uint64_t>(v.back()) != nnz)
+            throw Error(fmt::format("ember merge: {}: not a CSR indptr from 0 to the {} nonzeros of {}", file.string(), nnz,
+                                    values));
+        for (std::int64_t& e : v) e += base;
+        base = v.back();
+        const std::string_view chunk(reinterpret_cast<const char*>(v.data() + (k == 0 ? 0 : 1)),
+                                     (v.size() - (k == 0 ? 0 : 1)) * sizeof(std::int64_t));
+        out.write(chunk);
+        sha.update(chunk);
+        j.record.bytes += chunk.size();
+    }
+    out.commit();
+    j.record.sha256 = sha.finish_hex();
+    return j;
+}
+
+// Every shard read its SAEs from files with the same digests: the first that differs named
+// (the generic comparison would find it too, less plainly).
+void check_same_saes(const std::vector<ShardDir>& shards) {
+    const auto list = [](const ShardDir& s) {
+        std::vector<std::pair<std::string, std::string>> out;  // (name, sha256) of each SAE
+        const json::value* saes = s.manifest.if_contains("sae_features");
+        if (saes && saes->is_array())
+            for (const json::value& e : saes->as_array()) {
+                const json::value* sae = e.is_object() ? e.as_object().if_contains("sae") : nullptr;
+                if (!sae || !sae->is_object()) continue;
+                out.emplace_back(describe(sae->as_object().if_contains("name")), describe(sae->as_object().if_contains("sha256")));
+            }
+        return out;
+    };
+    const auto first = list(shards.front());
+    for (std::size_t k = 1; k < shards.size(); ++k) {
+        const auto other = list(shards[k]);
+        for (std::size_t i = 0; i < std::max(first.size(), other.size()); ++i) {
+            if (i < first.size() && i < other.size() && first[i] == other[i]) continue;
+            const auto text = [&](const auto& l) {
+                return i < l.size() ? fmt::format("SAE {} (sha256 {})", l[i].first, l[i].second) : std::string("no SAE");
+            };
+            throw Error(fmt::format("ember merge: {} and {} are shards of different runs: sae_features[{}] is {} in {} and "
+                                    "{} in {}",
+                                    shards.front().dir.string(), shards[k].dir.string(), i, text(first),
+                                    shards.front().dir.string(), text(other), shards[k].dir.string()));
+        }
+    }
 }
 
 // One .jsonl: every shard's lines in order.
@@ -382,6 +471,7 @@ std::vector<ShardDir> read_shards(const std::vector<fs::path>& dirs, const fs::p
 // shard's own counts is the same), each of the N exactly once, each right after the one
 // before and the last at the dataset's end. `rows`: the rows of all of them.
 std::vector<const ShardDir*> ordered_shards(const std::vector<ShardDir>& shards, std::size_t& rows) {
+    check_same_saes(shards);
     const json::value reference = run_identity(shards.front().manifest);  // (values: a Difference points into them)
     for (std::size_t i = 1; i < shards.size(); ++i) {
         const json::value other = run_identity(shards[i].manifest);
@@ -453,6 +543,14 @@ json::object merged_manifest(const std::vector<const ShardDir*>& ordered, const 
     dataset["tokens"] = tokens;
     dataset["evaluated_tokens"] = evaluated_tokens;
     for (json::object* e : array_entries(manifest)) {
+        if (const json::value* indptr = sparse_file(*e, "indptr")) {  // sparse SAE features: R + 1 entries, nnz values
+            const json::value* values = sparse_file(*e, "values");
+            if (!values || !rows.contains(std::string(indptr->as_string())) || !rows.contains(std::string(values->as_string())))
+                throw Error(fmt::format("ember merge: {}: manifest.json lists SAE features that are not in its files",
+                                        first.dir.string()));
+            set_rows(*e, rows.at(std::string(indptr->as_string())) - 1, rows.at(std::string(values->as_string())));
+            continue;
+        }
         const json::value* file = e->if_contains("file");
         if (!file) file = e->if_contains("ids_file");
         if (!file || !file->is_string() || !rows.contains(std::string(file->as_string())))
@@ -484,9 +582,17 @@ MergeResult merge_dataset_shards(const std::vector<fs::path>& dirs, const fs::pa
     result.shards = ordered.size();
     std::map<std::string, std::size_t> rows;  // of each array
     std::vector<char> buffer(kBufferBytes);
+    std::map<std::string, std::string> indptrs;  // a sparse SAE array's indptr file -> its values file
+    if (const json::value* saes = ordered.front()->manifest.if_contains("sae_features"); saes && saes->is_array())
+        for (const json::value& e : saes->as_array())
+            if (e.is_object())
+                if (const json::value* indptr = sparse_file(e.as_object(), "indptr"))
+                    if (const json::value* values = sparse_file(e.as_object(), "values"))
+                        indptrs[std::string(indptr->as_string())] = std::string(values->as_string());
     for (const std::string& name : names) {
-        Joined j = name.ends_with(".npy") ? join_npy(ordered, name, writer.dir(), buffer)
-                                          : join_lines(ordered, name, writer.dir(), buffer);
+        Joined j = indptrs.contains(name)   ? join_indptr(ordered, name, indptrs.at(name), writer.dir())
+                   : name.ends_with(".npy") ? join_npy(ordered, name, writer.dir(), buffer)
+                                            : join_lines(ordered, name, writer.dir(), buffer);
         rows[name] = j.rows;
         result.bytes += j.record.bytes;
         writer.add_file(std::move(j.record));

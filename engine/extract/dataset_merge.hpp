@@ -9,7 +9,8 @@
 // therefore concatenation: each .npy's data after one header with the summed row count,
 // each .jsonl's lines; the manifest is shard 0's with the counts and shapes summed, the
 // config the unsharded run's (no dataset.shard, output.dir the merged directory) and its
-// config hash. The result is byte for byte the directory one unsharded run writes there.
+// config hash. SAE features: dense arrays and CSR indices/values concatenate; each
+// CSR indptr drops a later shard's leading 0 and is shifted by the nonzeros before it. The result is byte for byte the directory one unsharded run writes there.
 //
 //   merge_dataset_shards({"d.shard-0-of-2", "d.shard-1-of-2"}, "d");
 #pragma once

@@ -89,8 +89,10 @@ Extractor::Extractor(Selection selection) : selection_(std::move(selection)) {
             lens_.push_back(empty_capture(hooks::Stage::AfterLayer, l, selection_.positions));
     }
     for (const hooks::HookSite& site : selection_.sae_sites) {
-        if (!site.layer || !is_layer_stage(site.stage) || site.stage == hooks::Stage::AttentionPattern)
-            throw Error(fmt::format("extraction: an SAE at {} is not extracted (layer stages only)", hooks::site_text(site)));
+        if (site.layer ? !is_layer_stage(site.stage) || site.stage == hooks::Stage::AttentionPattern
+                       : site.stage != hooks::Stage::BeforeLogits)
+            throw Error(fmt::format("extraction: an SAE at {} is not extracted (layer stages and before_logits only)",
+                                    hooks::site_text(site)));
         sae_sites_.push_back(empty_capture(site.stage, site.layer, selection_.positions));
     }
 }
@@ -103,6 +105,8 @@ void Extractor::record(hooks::Stage stage, std::optional<std::uint32_t> layer, c
         const std::size_t first = eval.all_logits ? eval.start_position : eval.start_position + eval.n_tokens - 1;
         if (selection_.has(stage)) copy_rows(logits_stages_[logits_stage_index(stage)], first, view);
         if (stage == hooks::Stage::AfterLogits && logits_) copy_rows(*logits_, first, view);
+        for (Capture& c : sae_sites_)
+            if (c.stage == stage && !c.layer) copy_rows(c, first, view);
         return;
     }
     for (Capture& c : sae_sites_)

@@ -44,8 +44,10 @@ bool Selection::has_layer(std::uint32_t layer) const {
 
 bool Selection::needs_all_logits() const {
     if (logits == config::LogitsDump::All) return true;
+    const bool sae_at_logits =  // an SAE reading before_logits (a logits stage sees the last row alone otherwise)
+        std::any_of(sae_sites.begin(), sae_sites.end(), [](const hooks::HookSite& site) { return !site.layer; });
     const bool logits_stage = has(hooks::Stage::BeforeLogits) || has(hooks::Stage::AfterLogits) ||
-                              logits == config::LogitsDump::Selected;
+                              logits == config::LogitsDump::Selected || sae_at_logits;
     return logits_stage && !(positions.size() == 1 && positions[0] + 1 == n_tokens);
 }
 

@@ -44,7 +44,8 @@ struct Selection {
     config::LogitsDump logits = config::LogitsDump::None;
     std::uint32_t lens_top_k = 0;        // 0: no logit lens
     // The sites of the run's SAEs (extract --sae): their rows at `positions` are kept for
-    // the encoders (Extractor::sae_site_rows), not written as stages. Layer stages only.
+    // the encoders (Extractor::sae_site_rows), not written as stages. Layer stages and
+    // before_logits (which then needs every row's logits stages: needs_all_logits).
     std::vector<hooks::HookSite> sae_sites;
 
     bool has(hooks::Stage s) const { return stages[hooks::index_of(s)]; }

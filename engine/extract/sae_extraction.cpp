@@ -25,9 +25,9 @@ std::vector<features::Sae> load_extraction_saes(const config::RunConfig& config,
         const config::SaeEntry& entry = config.saes[i];
         features::Sae sae = features::load_sae(entry.path, {entry.site});
         features::check_sae_against_model(sae, widths);
-        if (!sae.site.layer)
-            throw Error(fmt::format("{}: an SAE at {} ('{}'): extraction reads SAEs at layer stages only", sae.path.string(),
-                                    hooks::site_text(sae.site), sae.hook_name));
+        if (!sae.site.layer && sae.site.stage != hooks::Stage::BeforeLogits)
+            throw Error(fmt::format("{}: an SAE at {} ('{}'): extraction reads SAEs at layer stages and before_logits",
+                                    sae.path.string(), hooks::site_text(sae.site), sae.hook_name));
         for (const features::SaeInput& file : sae.inputs) {
             InputFile input = input_file("sae", file.path);
             input.key = fmt::format("saes[{}]", i);
@@ -63,15 +63,7 @@ std::vector<float> SaeEncoders::encode(std::size_t i, const float* x, std::size_
     features::RowNorm norm;
 #ifndef EMBER_NO_FAST_ROUTE
     if (!fast_.empty()) {
-        if (R > 1) {
-            fast_[i]->encode(x, R, features.data(), norm, *pool_);
-            return features;
-        }
-        std::vector<float> twice(x, x + sae.d_in);  // the row beside itself: the order of any longer product
-        twice.insert(twice.end(), x, x + sae.d_in);
-        std::vector<float> both(2 * sae.d_sae);
-        fast_[i]->encode(twice.data(), 2, both.data(), norm, *pool_);
-        std::copy_n(both.begin(), sae.d_sae, features.begin());
+        fast_[i]->encode(x, R, features.data(), norm, *pool_);  // each row's bits whatever R (fast_encoder.hpp)
         return features;
     }
 #endif
@@ -139,7 +131,7 @@ json::object sae_manifest_entry(std::size_t i, const features::Sae& sae, config:
                         {"sha256", sae.inputs.empty() ? json::value(nullptr) : json::value(sae.inputs.back().sha256)},
                         {"files", std::move(files)}};
     json::object entry{{"stage", hooks::stage_name(hooks::Stage::SaeFeatures)},
-                       {"layer", *sae.site.layer},
+                       {"layer", sae.site.layer ? json::value(*sae.site.layer) : json::value(nullptr)},
                        {"site", hooks::site_text(sae.site)},
                        {"index", i},
                        {"sae", std::move(record)},

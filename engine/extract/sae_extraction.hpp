@@ -45,8 +45,8 @@ std::vector<features::Sae> load_extraction_saes(const config::RunConfig& config,
 // The sites the SAEs read, for Selection::sae_sites.
 std::vector<hooks::HookSite> sae_sites(const std::vector<features::Sae>& saes);
 
-// The run's encoders: on the fast route each SAE's product through the fast route's F32
-// kernel (features/fast_encoder.hpp), on the reference route the reference encoder.
+// The run's encoders: on the fast route features::FastEncoder (parallel, double sums,
+// features/fast_encoder.hpp), on the reference route the reference encoder.
 class SaeEncoders {
 public:
     SaeEncoders(const std::vector<features::Sae>& saes, runtime::Route route, std::size_t threads);
@@ -55,9 +55,7 @@ public:
     SaeEncoders& operator=(const SaeEncoders&) = delete;
 
     // SAE `i`'s features [R, d_sae] of rows x [R, d_in]. Each row's are the same bits
-    // whatever other rows it is encoded with: the fast product sums every row of a product
-    // of 2 or more rows in one order (fast::sum_order; its tiles change no output's
-    // operations), and a single row is encoded beside a copy of itself.
+    // whatever other rows it is encoded with (both encoders sum each product in one fixed order).
     std::vector<float> encode(std::size_t i, const float* x, std::size_t R) const;
     // The features of the rows the extractor kept for SAE `i` (Selection::sae_sites[i]).
     std::vector<float> selected_features(std::size_t i, const Extractor& extractor) const;

@@ -1,18 +1,19 @@
-// The SAE encoder through the fast route's float kernels (kernels/fast/matmul.hpp):
+// The SAE encoder for the fast route, parallel over features:
 //
-//   x_c  [T, d_in]  = normalize(x) - b_dec·apply   (features::encoder_input, rounded to F32)
-//   pre  [T, d_sae] = x_c · encoder_ᵀ              (fast::matmul, F32 weights, llama.cpp's orders)
+//   x_c  [T, d_in]  = normalize(x) - b_dec·apply   (features::encoder_input, kept in double)
+//   pre  [T, d_sae] = x_c · encoder_ᵀ              (double fused multiply-adds, AVX2 where the CPU has it)
 //   f    [T, d_sae] = features_from_product(pre)   (the bias and the activation, as the reference)
 //
-// encoder_ is W_enc transposed ([d_sae, d_in], one contiguous row per feature: the
-// [out, in] layout every fast product reads), in F32 whatever the file stored: the F16 and
-// BF16 products of the fast route round their activations to 16 bits (llama.cpp's rule),
-// about 1e-3 relative, which an SAE's features (held to 1e-5 of the reference) cannot
-// afford; F16 and BF16 weights are exact in F32. The F32 product sums in F32: features
-// agree with the double-summing reference encoder (features::encode) within 1e-5
-// relative, and the active sets except within 1e-6 of a boundary (tests/features/
-// sae_extract_test, fast_encoder_test). A row's features depend on the row count only
-// through the product's summation order (fast::sum_order), never on the other rows.
+// encoder_ is W_enc transposed ([d_sae, d_in], one contiguous row per feature), in F32
+// whatever the file stored (F16 and BF16 are exact in F32). Each product sums in double
+// in one fixed order (fast_encoder.cpp, dot_block: four lanes, then the tail), whatever the
+// row count, the tile or the CPU (the scalar kernel does the same operations), so a row's
+// features are the same bits encoded alone or with any other rows, and they are within the
+// double sum's error, (d_in + 2) 2^-53 sum_i |x_c[i] W_enc[i, j]|, of the exact product:
+// the plain 1e-5 relative of the reference holds (tests/features/sae_reference_test,
+// sae_extract_test). Why not the fast route's F32 product: a float32 sum's error is
+// (d_in + 2) 2^-24 sum_i |x_c[i] W_enc[i, j]|, which for a feature whose terms cancel is
+// more than 1e-5 of the feature (docs/features.md, "The encoder").
 #pragma once
 
 #include <cstddef>

@@ -12,6 +12,9 @@
 // - feature-level patching: writing run A's features into run B at the same rows makes
 //   B's spliced site equal B's site + decode(f_A) - decode(f_B), i.e. A's reconstruction
 //   plus B's error term, checked against the decoder computed here.
+// The same at before_logits (the final norm's output, `model.norm`): an unedited splice
+// changes no logit and no generated token; zeroing a feature moves the final norm's
+// output by exactly -f W_dec[j] in the rows where it fired, and changes the logits.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -181,6 +184,91 @@ void check_family(const char* name, runtime::Route route) {
     CHECK_MESSAGE(worst <= 1e-5, "patched site differs from A's reconstruction + B's error by " << worst);
 }
 
+
+// Around a splicer: the run's hooks (downstream of it) see before_logits before the
+// splice; this records it after.
+class AfterSplice final : public hooks::ActiveHooks {
+public:
+    explicit AfterSplice(hooks::ActiveHooks* inner) : inner_(inner) {}
+    std::vector<float> site;  // before_logits after the splice, the prefill's rows
+    void stage(Stage stage, const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView t) override {
+        inner_->stage(stage, eval, layer, t);
+        // the first prefill's (all_logits: every row); the generation's prefill has the last alone
+        if (stage == Stage::BeforeLogits && eval.phase == hooks::Phase::Prefill && site.empty())
+            site.assign(t.data, t.data + t.rows * t.cols);
+    }
+    bool wants(Stage stage) const override { return stage == Stage::BeforeLogits || inner_->wants(stage); }
+
+private:
+    hooks::ActiveHooks* inner_;
+};
+
+// Records before_logits (before the splice) and the features; optionally edits them.
+class LogitsProbe final : public hooks::ActiveHooks {
+public:
+    std::vector<float> site, features;  // the first prefill's (as AfterSplice)
+    std::function<void(hooks::TensorView)> edit;
+    void stage(Stage stage, const hooks::EvalInfo& eval, std::uint32_t, hooks::TensorView t) override {
+        if (eval.phase != hooks::Phase::Prefill) return;
+        if (stage == Stage::BeforeLogits && site.empty()) site.assign(t.data, t.data + t.rows * t.cols);
+        if (stage == Stage::SaeFeatures) {
+            if (features.empty()) features.assign(t.data, t.data + t.rows * t.cols);
+            if (edit) edit(t);
+        }
+    }
+};
+
+void check_before_logits(const char* name, runtime::Route route) {
+    CAPTURE(name);
+    CAPTURE(runtime::route_name(route));
+    const gguf::File file = gguf::File::open(fixture_path(std::string("models/") + name + ".gguf"));
+    const std::unique_ptr<models::Model> model = models::load_model(file);
+    const std::size_t E = model->config().n_embd;
+    features::Sae sae = random_sae(E, 2 * E, 11);
+    sae.hook_name = "model.norm";
+    sae.site = hooks::resolve_hook_name(sae.hook_name);
+    REQUIRE(sae.site.stage == Stage::BeforeLogits);
+
+    const RunResult plain = run(*model, route, nullptr);
+    LogitsProbe reader;
+    features::SaeSplicer spliced({{&sae, true}}, &reader);
+    AfterSplice unedited(&spliced);
+    const RunResult with_sae = run(*model, route, &unedited);
+    REQUIRE(reader.features.size() == kTokens * sae.d_sae);  // every prompt row (all_logits)
+    std::size_t active = 0;
+    for (float f : reader.features) active += f != 0.0f;
+    CHECK(active > 0);
+    CHECK(active < reader.features.size());
+    CHECK_MESSAGE(plain.logits == with_sae.logits, "an unedited splice at before_logits changed the logits");
+    CHECK_MESSAGE(same_steps(plain.generation, with_sae.generation), "an unedited splice changed the generation");
+
+    const std::size_t last = kTokens - 1;
+    std::size_t j = 0;
+    for (std::size_t k = 0; k < sae.d_sae; ++k)
+        if (reader.features[last * sae.d_sae + k] > reader.features[last * sae.d_sae + j]) j = k;
+    REQUIRE(reader.features[last * sae.d_sae + j] > 0.0f);
+    LogitsProbe zeroing;
+    zeroing.edit = [&](hooks::TensorView t) {
+        for (std::size_t r = 0; r < t.rows; ++r) t.data[r * t.cols + j] = 0.0f;
+    };
+    features::SaeSplicer ablated({{&sae, true}}, &zeroing);
+    AfterSplice after(&ablated);
+    const RunResult ablated_run = run(*model, route, &after);
+    REQUIRE(after.site.size() == kTokens * E);
+    CHECK(zeroing.site == reader.site);
+    std::size_t wrong = 0;
+    for (std::size_t t = 0; t < kTokens; ++t) {
+        const float f = reader.features[t * sae.d_sae + j];
+        for (std::size_t i = 0; i < E; ++i) {
+            const float x = reader.site[t * E + i];
+            const float want = f == 0.0f ? x : x + static_cast<float>((0.0 - f) * sae.W_dec[j * E + i]);
+            wrong += after.site[t * E + i] != want;
+        }
+    }
+    CHECK_MESSAGE(wrong == 0, wrong << " elements of the spliced final norm are not x - f W_dec[j]");
+    CHECK(ablated_run.logits != plain.logits);
+}
+
 const char* const kFamilies[] = {"synth-llama3-q8_0", "synth-qwen3-q8_0", "synth-gemma4-q8_0"};
 
 }  // namespace
@@ -192,6 +280,12 @@ TEST_CASE("an SAE spliced at after_layer 1, reference route: unedited is bit-ide
 TEST_CASE("an SAE spliced at after_layer 1, fast route: unedited is bit-identical, edits are exact") {
     if (test::fast_route_missing()) return;
     for (const char* name : kFamilies) check_family(name, runtime::Route::Fast);
+}
+
+TEST_CASE("an SAE spliced at before_logits, both routes: unedited is bit-identical, a zeroed feature is exact") {
+    for (const char* name : kFamilies) check_before_logits(name, runtime::Route::Reference);
+    if (test::fast_route_missing()) return;
+    for (const char* name : kFamilies) check_before_logits(name, runtime::Route::Fast);
 }
 
 }  // namespace ember::test

@@ -164,7 +164,7 @@ QuantizeSummary quantize_model(const std::filesystem::path& input, const std::fi
         // converted while the file is written, one tensor in memory at a time
         writer.add_tensor(t->name, target, ne, [&in, t, target](std::span<std::byte> out) {
             const std::vector<float> values = tensor_as_f32(in, *t);
-            const std::vector<std::byte> converted = quantize_rows(target, values, t->ne[0]);
+            const std::vector<std::byte> converted = kernels::quantize_rows(target, values, t->ne[0]);
             std::memcpy(out.data(), converted.data(), out.size());
         });
         ++summary.written[std::string(gguf::type_name(target))];

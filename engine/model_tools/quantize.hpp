@@ -16,7 +16,7 @@
 //     a legacy type whose block does not divide the rows becomes F16, a K-quant whose
 //     super-block does not becomes Q8_0 (from Q6_K) or is refused (from Q4_K: llama.cpp
 //     writes Q5_0, which ember cannot write yet);
-//   - values are quantized by the file rules of quantize_rows.hpp.
+//   - values are quantized by the weight-format table's writers (kernels/quantize_rows.hpp).
 #pragma once
 
 #include <cstddef>
@@ -28,7 +28,7 @@
 #include <string>
 
 #include "gguf/ggml_type.hpp"
-#include "model_tools/quantize_rows.hpp"
+#include "kernels/quantize_rows.hpp"
 
 namespace ember::model_tools {
 

@@ -54,7 +54,7 @@ void random_matrix(std::uint64_t seed, std::string_view name, GgmlType type, std
         std::vector<float> values(cols);
         for (std::size_t r = range.begin(); r < range.end(); ++r) {
             random_row(stream, r, cols, values.data());
-            const std::vector<std::byte> row = quantize_rows(type, values, cols);
+            const std::vector<std::byte> row = kernels::quantize_rows(type, values, cols);
             std::memcpy(data.data() + r * row_bytes, row.data(), row_bytes);
         }
     });

@@ -16,7 +16,7 @@
 
 #include "gguf/gguf_file.hpp"
 #include "gguf/gguf_writer.hpp"
-#include "kernels/fast/half_precision.hpp"
+#include "kernels/float16.hpp"
 #include "model_tools/quantize.hpp"
 #include "support/fixtures.hpp"
 
@@ -48,7 +48,7 @@ float element(const gguf::File& f, const gguf::TensorInfo& t, std::size_t i, flo
     if (t.type == gguf::GgmlType::Q8_0) {
         kernels::BlockQ8_0 b;
         std::memcpy(&b, data.data() + (i / 32) * sizeof(b), sizeof(b));
-        const float d = kernels::fast::fp16_to_fp32(b.d);
+        const float d = kernels::fp16_to_fp32(b.d);
         if (step) *step = d;
         return b.qs[i % 32] * d;
     }
@@ -56,7 +56,7 @@ float element(const gguf::File& f, const gguf::TensorInfo& t, std::size_t i, flo
     if (t.type == gguf::GgmlType::F16) {
         std::uint16_t h;
         std::memcpy(&h, data.data() + 2 * i, 2);
-        return kernels::fast::fp16_to_fp32(h);
+        return kernels::fp16_to_fp32(h);
     }
     float v;
     std::memcpy(&v, data.data() + 4 * i, 4);
@@ -74,7 +74,7 @@ TEST_CASE("quantize: the file rule rounds ties away from zero and uses id = 1/d"
     x[4] = -0.5f;
     x[5] = 2.5f;
     kernels::BlockQ8_0 b;
-    model_tools::quantize_row_q8_0_file_rule(x.data(), &b, 32);
+    kernels::quantize_row_q8_0_file_rule(x.data(), &b, 32);
     CHECK(b.d == 0x3C00);
     CHECK(b.qs[0] == 127);
     CHECK(b.qs[1] == 15);   // the x86 runtime rule would give 14
@@ -83,7 +83,7 @@ TEST_CASE("quantize: the file rule rounds ties away from zero and uses id = 1/d"
     CHECK(b.qs[4] == -1);
     CHECK(b.qs[5] == 3);
     std::vector<float> zeros(32, 0.0f);
-    model_tools::quantize_row_q8_0_file_rule(zeros.data(), &b, 32);
+    kernels::quantize_row_q8_0_file_rule(zeros.data(), &b, 32);
     CHECK(b.d == 0);
     for (auto q : b.qs) CHECK(q == 0);
 }

@@ -66,7 +66,7 @@ TEST_CASE("quantize types: Q4_0 file rule gives llama-quantize's bytes back from
         const auto data = f.tensor_data(t);
         std::vector<float> values(t.n_elements);
         kernels::reference::dequantize_row(t.type, data.data(), values.data(), values.size());
-        const std::vector<std::byte> again = model_tools::quantize_rows(t.type, values, t.ne[0]);
+        const std::vector<std::byte> again = kernels::quantize_rows(t.type, values, t.ne[0]);
         REQUIRE(again.size() == data.size());
         CHECK(std::memcmp(again.data(), data.data(), again.size()) == 0);
         ++tensors;

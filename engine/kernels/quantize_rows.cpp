@@ -1,7 +1,7 @@
 // Each function follows its ggml-quants.c counterpart line by line (the same float
 // operations in the same order; built with -ffp-contract=off like llama.cpp's baseline
 // ggml-base), so the bytes agree.
-#include "model_tools/quantize_rows.hpp"
+#include "kernels/quantize_rows.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,20 +10,12 @@
 #include <fmt/format.h>
 
 #include "common/error.hpp"
-#include "kernels/reference/float_formats.hpp"
+#include "kernels/float16.hpp"
+#include "kernels/weight_format.hpp"
 
-namespace ember::model_tools {
+namespace ember::kernels {
 
 using gguf::GgmlType;
-using kernels::BlockQ4_0;
-using kernels::BlockQ4_K;
-using kernels::BlockQ6_K;
-using kernels::BlockQ8_0;
-using kernels::kQK;
-using kernels::kQK_K;
-using kernels::reference::f32_to_bf16;
-using kernels::reference::f32_to_fp16;
-using kernels::reference::fp16_to_f32;
 
 namespace {
 
@@ -154,15 +146,6 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, st
     return scale;
 }
 
-template <class Block, class Quantize>
-std::vector<std::byte> rows_of(std::span<const float> values, std::size_t row_length, std::size_t block, Quantize q) {
-    const std::size_t rows = values.size() / row_length;
-    std::vector<std::byte> out(values.size() / block * sizeof(Block));
-    auto* blocks = reinterpret_cast<Block*>(out.data());
-    for (std::size_t r = 0; r < rows; ++r) q(values.data() + r * row_length, blocks + r * (row_length / block), row_length);
-    return out;
-}
-
 }  // namespace
 
 void quantize_row_q8_0_file_rule(const float* x, BlockQ8_0* y, std::size_t n) {
@@ -172,7 +155,7 @@ void quantize_row_q8_0_file_rule(const float* x, BlockQ8_0* y, std::size_t n) {
         for (std::size_t j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(xb[j]));
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = f32_to_fp16(d);
+        y[b].d = fp32_to_fp16(d);
         for (std::size_t j = 0; j < kQK; ++j) y[b].qs[j] = static_cast<std::int8_t>(std::round(xb[j] * id));
     }
 }
@@ -191,7 +174,7 @@ void quantize_row_q4_0_file_rule(const float* x, BlockQ4_0* y, std::size_t n) {
         }
         const float d = max / -8;
         const float id = d ? 1.0f / d : 0.0f;
-        y[b].d = f32_to_fp16(d);
+        y[b].d = fp32_to_fp16(d);
         for (int j = 0; j < 16; ++j) {
             const float x0 = xb[j] * id;
             const float x1 = xb[j + 16] * id;
@@ -232,14 +215,14 @@ void quantize_row_q4_K_file_rule(const float* x, BlockQ4_K* y, std::size_t n) {
                 y[i].scales[j] |= static_cast<std::uint8_t>((lm >> 4) << 6);
             }
         }
-        y[i].d = f32_to_fp16(max_scale / 63.f);
-        y[i].dmin = f32_to_fp16(max_min / 63.f);
+        y[i].d = fp32_to_fp16(max_scale / 63.f);
+        y[i].dmin = fp32_to_fp16(max_min / 63.f);
         for (int j = 0; j < 8; ++j) {
             int sc, m;
-            kernels::k4_scale_min(y[i].scales, j, sc, m);
-            const float d = fp16_to_f32(y[i].d) * static_cast<float>(sc);
+            k4_scale_min(y[i].scales, j, sc, m);
+            const float d = fp16_to_fp32(y[i].d) * static_cast<float>(sc);
             if (!d) continue;
-            const float dm = fp16_to_f32(y[i].dmin) * static_cast<float>(m);
+            const float dm = fp16_to_fp32(y[i].dmin) * static_cast<float>(m);
             for (int ii = 0; ii < 32; ++ii) {
                 const int l = nearest_int((x[32 * j + ii] + dm) / d);
                 L[32 * j + ii] = static_cast<std::uint8_t>(std::max(0, std::min(15, l)));
@@ -269,14 +252,14 @@ void quantize_row_q6_K_file_rule(const float* x, BlockQ6_K* y, std::size_t n) {
         }
         if (max_abs_scale < kGroupMaxEps) {
             std::memset(&y[i], 0, sizeof(BlockQ6_K));
-            y[i].d = f32_to_fp16(0.f);
+            y[i].d = fp32_to_fp16(0.f);
             continue;
         }
         const float iscale = -128.f / max_scale;
-        y[i].d = f32_to_fp16(1 / iscale);
+        y[i].d = fp32_to_fp16(1 / iscale);
         for (int ib = 0; ib < 16; ++ib) y[i].scales[ib] = static_cast<std::int8_t>(std::min(127, nearest_int(iscale * scales[ib])));
         for (int j = 0; j < 16; ++j) {
-            const float d = fp16_to_f32(y[i].d) * static_cast<float>(y[i].scales[j]);
+            const float d = fp16_to_fp32(y[i].d) * static_cast<float>(y[i].scales[j]);
             if (!d) continue;
             for (int ii = 0; ii < 16; ++ii) {
                 const int l = nearest_int(x[16 * j + ii] / d);
@@ -300,33 +283,43 @@ void quantize_row_q6_K_file_rule(const float* x, BlockQ6_K* y, std::size_t n) {
 namespace {
 
 // F16 or BF16 values, rounded one by one.
-std::vector<std::byte> halves(std::span<const float> values, std::uint16_t (*round)(float)) {
-    std::vector<std::byte> out(values.size() * 2);
-    for (std::size_t i = 0; i < values.size(); ++i) {
-        const std::uint16_t h = round(values[i]);
-        std::memcpy(out.data() + 2 * i, &h, 2);
+void halves(const float* x, std::byte* out, std::size_t n, std::uint16_t (*round)(float)) {
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::uint16_t h = round(x[i]);
+        std::memcpy(out + 2 * i, &h, 2);
     }
-    return out;
 }
 
 }  // namespace
 
+void quantize_row_f16(const float* x, std::byte* out, std::size_t n) { halves(x, out, n, fp32_to_fp16); }
+void quantize_row_bf16(const float* x, std::byte* out, std::size_t n) { halves(x, out, n, fp32_to_bf16); }
+void quantize_row_q8_0(const float* x, std::byte* out, std::size_t n) {
+    quantize_row_q8_0_file_rule(x, reinterpret_cast<BlockQ8_0*>(out), n);
+}
+void quantize_row_q4_0(const float* x, std::byte* out, std::size_t n) {
+    quantize_row_q4_0_file_rule(x, reinterpret_cast<BlockQ4_0*>(out), n);
+}
+void quantize_row_q4_K(const float* x, std::byte* out, std::size_t n) {
+    quantize_row_q4_K_file_rule(x, reinterpret_cast<BlockQ4_K*>(out), n);
+}
+void quantize_row_q6_K(const float* x, std::byte* out, std::size_t n) {
+    quantize_row_q6_K_file_rule(x, reinterpret_cast<BlockQ6_K*>(out), n);
+}
+
 bool can_write_type(GgmlType type) {
-    return type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::Q6_K ||
-           type == GgmlType::F16 || type == GgmlType::BF16;
+    const WeightFormat* f = find_weight_format(type);
+    return f && f->quantize_row;
 }
 
 std::vector<std::byte> quantize_rows(GgmlType type, std::span<const float> values, std::size_t row_length) {
-    switch (type) {
-        case GgmlType::Q8_0: return rows_of<BlockQ8_0>(values, row_length, kQK, quantize_row_q8_0_file_rule);
-        case GgmlType::Q4_0: return rows_of<BlockQ4_0>(values, row_length, kQK, quantize_row_q4_0_file_rule);
-        case GgmlType::Q4_K: return rows_of<BlockQ4_K>(values, row_length, kQK_K, quantize_row_q4_K_file_rule);
-        case GgmlType::Q6_K: return rows_of<BlockQ6_K>(values, row_length, kQK_K, quantize_row_q6_K_file_rule);
-        case GgmlType::F16: return halves(values, f32_to_fp16);
-        case GgmlType::BF16: return halves(values, f32_to_bf16);
-        default: break;
-    }
-    throw Error(fmt::format("ember cannot write {} tensors", gguf::type_name(type)));
+    const WeightFormat* f = find_weight_format(type);
+    if (!f || !f->quantize_row) throw Error(fmt::format("ember cannot write {} tensors", gguf::type_name(type)));
+    const std::size_t rows = values.size() / row_length;
+    const std::size_t row_bytes = format_row_bytes(f->block_size, f->block_bytes, row_length);
+    std::vector<std::byte> out(rows * row_bytes);
+    for (std::size_t r = 0; r < rows; ++r) f->quantize_row(values.data() + r * row_length, out.data() + r * row_bytes, row_length);
+    return out;
 }
 
-}  // namespace ember::model_tools
+}  // namespace ember::kernels

@@ -94,12 +94,12 @@ __attribute__((target("f16c"))) float f16c_decode(std::uint16_t h) { return _cvt
 
 TEST_CASE("float16: the header's conversions, pinned bit for bit") {
     for (const Encode& e : kEncodes) {
-        CAPTURE(std::hex << e.f32);
+        CAPTURE(e.f32);
         CHECK(kernels::fp32_to_fp16(bits_float(e.f32)) == e.f16);
         CHECK(kernels::fp32_to_bf16(bits_float(e.f32)) == e.bf16);
     }
     for (const Decode& d : kDecodes) {
-        CAPTURE(std::hex << d.f16);
+        CAPTURE(d.f16);
         CHECK(float_bits(kernels::fp16_to_fp32(d.f16)) == d.f32);
     }
     for (std::uint32_t h = 0; h < 0x10000; ++h)  // BF16 decode is the bits, NaNs included
@@ -156,7 +156,7 @@ TEST_CASE("float16: the fast route's row rounding and KV cache give the same bit
         fast::store_kv(k, pool, inputs.data(), inputs.size(), 1, inputs.size(), kernels::KvType::f16,
                        reinterpret_cast<std::byte*>(cached.data()), inputs.size() * 2);
         for (std::size_t i = 0; i < inputs.size(); ++i) {
-            CAPTURE(std::hex << kEncodes[i].f32);
+            CAPTURE(kEncodes[i].f32);
             CHECK(h[i] == kEncodes[i].f16);
             CHECK(b[i] == kEncodes[i].bf16);
             CHECK(cached[i] == kEncodes[i].f16);

@@ -13,7 +13,7 @@
 #include "common/error.hpp"
 #include "config/command_line_config.hpp"
 #include "common/input_file.hpp"
-#include "common/json_pretty.hpp"
+#include "record/json_pretty.hpp"
 #include "kernels/kv_rows.hpp"
 #include "models/family.hpp"
 #include "runtime/session.hpp"

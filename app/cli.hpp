@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/json_pretty.hpp"
+#include "record/json_pretty.hpp"
 #include "config/run_config.hpp"
 #include "models/model_config.hpp"
 
@@ -85,7 +85,7 @@ po::options_description experiment_config_options();
 std::vector<std::string> experiment_configs(const std::vector<std::string>& args, const po::variables_map& vm);
 
 // pretty_json (a JSON value indented two spaces a level, arrays of scalars on one line)
-// is ember::pretty_json from common/json_pretty.hpp.
+// is ember::pretty_json from record/json_pretty.hpp.
 
 // Pretty-prints a JSON value followed by a newline to stdout.
 void print_json(const boost::json::value& value);

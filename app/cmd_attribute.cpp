@@ -15,8 +15,9 @@
 #include "commands.hpp"
 #include "common/error.hpp"
 #include "extract/extraction.hpp"
-#include "extract/selection.hpp"
+#include "extract/resolved_selection.hpp"
 #include "features/sae_loader.hpp"
+#include "runtime/threads.hpp"
 
 namespace ember::app {
 namespace {

@@ -25,8 +25,10 @@
 #include "config/run_config.hpp"
 #include "gguf/gguf_file.hpp"
 #include "models/model.hpp"
+#include "runtime/prompt.hpp"
 #include "runtime/sampler.hpp"
 #include "runtime/session.hpp"
+#include "runtime/threads.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace ember::app {

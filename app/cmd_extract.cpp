@@ -19,11 +19,11 @@
 #include "commands.hpp"
 #include "common/error.hpp"
 #include "common/output_path.hpp"
-#include "extract/inputs_record.hpp"
+#include "record/inputs_record.hpp"
 #include "config/run_config.hpp"
 #include "run_pipeline.hpp"
 #include "extract/extraction.hpp"
-#include "extract/selection.hpp"
+#include "extract/resolved_selection.hpp"
 #include "sweep_shard.hpp"
 
 namespace ember::app {

@@ -21,11 +21,12 @@
 #include "common/error.hpp"
 #include "common/output_path.hpp"
 #include "config/run_config.hpp"
-#include "extract/manifest.hpp"
+#include "record/manifest.hpp"
 #include "generation_output.hpp"
 #include "models/family.hpp"
 #include "run_pipeline.hpp"
 #include "runtime/generate.hpp"
+#include "runtime/prompt.hpp"
 #include "runtime/session.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "trace/journal.hpp"
@@ -72,9 +73,8 @@ void add_chat_reply(json::object& o, const tokenizer::Tokenizer& tok, const extr
     o["answer"] = valid_utf8(reply.answer);
 }
 
-}  // namespace
-
-int run_generate(const std::vector<std::string>& args) {
+// generate's options: the model's, the prompt's, a target, a conversation, and sampling.
+po::options_description generate_options() {
     po::options_description options("generate options");
     options.add(model_options()).add(prompt_options()).add(target_options()).add(chat_options());
     options.add_options()
@@ -87,6 +87,13 @@ int run_generate(const std::vector<std::string>& args) {
         ("trace", po::value<std::string>(), "write the operation journal (JSON lines) to FILE")
         ("sae", po::value<std::vector<std::string>>()->composing(),
          "load this SAE (a SAELens directory) spliced at its site (repeatable; docs/features.md)");
+    return options;
+}
+
+}  // namespace
+
+int run_generate(const std::vector<std::string>& args) {
+    const po::options_description options = generate_options();
     po::positional_options_description positional;
     po::variables_map vm;
     if (!parse_options("generate", args, options, positional, vm)) return kExitOk;

@@ -10,7 +10,7 @@
 #include "commands.hpp"
 #include "common/error.hpp"
 #include "extract/dataset_merge.hpp"
-#include "extract/run_directory.hpp"
+#include "record/run_directory.hpp"
 
 namespace ember::app {
 

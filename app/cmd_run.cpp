@@ -22,7 +22,7 @@
 #include "common/output_path.hpp"
 #include "attribution/configured_run.hpp"
 #include "config/run_config.hpp"
-#include "extract/inputs_record.hpp"
+#include "record/inputs_record.hpp"
 #include "generation_output.hpp"
 #include "run_pipeline.hpp"
 #include "supervised_run.hpp"

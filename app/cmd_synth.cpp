@@ -1,4 +1,4 @@
-// ember synth --shape llama-1b --vocab-from MODEL.gguf --type q8_0|q4_0|q4_k_m|q6_k|f16|bf16 [--seed N] OUT.gguf
+// ember synth --shape llama-1b --vocab-from MODEL.gguf --type q8_0|q4_0|q4_1|q5_1|q2_k|q3_k_m|q4_k_m|q5_k_m|q6_k|f16|bf16 [--seed N] OUT.gguf
 // Writes a random-weight model of a real shape carrying another model's tokenizer, for
 // benchmarks that need no download (engine/model_tools/synth.hpp).
 #include <fmt/format.h>
@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "common/error.hpp"
 #include "common/output_path.hpp"
+#include "model_tools/quantize.hpp"
 #include "model_tools/synth.hpp"
 
 namespace ember::app {
@@ -19,12 +20,14 @@ int run_synth(const std::vector<std::string>& args) {
         if (!shapes.empty()) shapes += '|';
         shapes += s.name;
     }
+    const std::string types =
+        fmt::format("weights: {} (llama-quantize's per-tensor types), f16 or bf16", model_tools::file_type_names("|"));
     po::options_description options("synth options");
     options.add_options()
         ("output", po::value<std::string>()->required(), "GGUF file to write (the positional argument)")
         ("shape", po::value<std::string>()->default_value("llama-1b"), shapes.c_str())
         ("vocab-from", po::value<std::string>()->required(), "GGUF whose tokenizer.* metadata is copied")
-        ("type", po::value<std::string>()->default_value("q8_0"), "weights: q8_0|q4_0|q4_k_m|q6_k (llama-quantize's per-tensor types), f16 or bf16")
+        ("type", po::value<std::string>()->default_value("q8_0"), types.c_str())
         ("seed", po::value<std::uint64_t>()->default_value(1), "random seed (same seed, same bytes)");
     po::positional_options_description positional;
     positional.add("output", 1);

@@ -13,7 +13,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
-#include "common/strict_json.hpp"
+#include "record/strict_json.hpp"
 #include "gguf/gguf_file.hpp"
 #include "pieces.hpp"
 #include "tokenizer/tokenizer.hpp"

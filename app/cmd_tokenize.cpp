@@ -12,10 +12,11 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
-#include "extract/manifest.hpp"
-#include "common/strict_json.hpp"
+#include "record/manifest.hpp"
+#include "record/strict_json.hpp"
 #include "gguf/gguf_file.hpp"
 #include "pieces.hpp"
+#include "runtime/prompt.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tokenizer/unicode.hpp"
 

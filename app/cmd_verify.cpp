@@ -8,7 +8,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
-#include "extract/verify.hpp"
+#include "record/verify.hpp"
 
 namespace ember::app {
 

@@ -7,7 +7,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "common/error.hpp"
-#include "extract/manifest.hpp"
+#include "record/manifest.hpp"
 #include "gguf/gguf_file.hpp"
 #include "pieces.hpp"
 #include "tokenizer/tokenizer.hpp"

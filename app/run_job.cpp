@@ -9,19 +9,21 @@
 
 #include "cli.hpp"
 #include "common/atomic_file.hpp"
-#include "common/dir_lock.hpp"
+#include "record/dir_lock.hpp"
 #include "common/error.hpp"
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 #include "experiments/experiment_runner.hpp"
 #include "experiments/run_report.hpp"
 #include "extract/extraction.hpp"
 #include "features/sae_loader.hpp"
 #include "features/sae_splicer.hpp"
-#include "extract/inputs_record.hpp"
+#include "record/inputs_record.hpp"
 #include "hooks/hook_chain.hpp"
 #include "generation_output.hpp"
 #include "intervention_effect.hpp"
+#include "runtime/prompt.hpp"
 #include "runtime/session.hpp"
+#include "runtime/threads.hpp"
 
 namespace ember::app {
 namespace {

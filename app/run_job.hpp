@@ -13,7 +13,7 @@
 //   lock            the output directory created and locked (one run per directory: a
 //                   directory holding an earlier run is refused, or with overwrite
 //                   replaced by a staging directory swapped in at the end;
-//                   extract/run_directory.hpp); none for a run that records nothing;
+//                   record/run_directory.hpp); none for a run that records nothing;
 //   load            the trace journal when [tracing] asks; the composed experiments loaded
 //                   and created, on_model_loaded; the session;
 //   evaluate        before_prefill (where an experiment may rewrite the prompt, which is

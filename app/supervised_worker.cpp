@@ -13,11 +13,11 @@
 #include <cstdio>
 #include <cstring>
 
-#include "common/dir_lock.hpp"
+#include "record/dir_lock.hpp"
 #include "common/error.hpp"
 #include "experiments/plugin_library.hpp"
 #include "experiments/stage_record.hpp"
-#include "extract/run_directory.hpp"
+#include "record/run_directory.hpp"
 #include "supervised_run.hpp"
 #include "worker_protocol.hpp"
 

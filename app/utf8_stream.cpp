@@ -1,6 +1,6 @@
 #include "utf8_stream.hpp"
 
-#include "common/strict_json.hpp"
+#include "record/strict_json.hpp"
 
 namespace ember::app {
 

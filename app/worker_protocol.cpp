@@ -9,7 +9,7 @@
 #include <random>
 
 #include "common/error.hpp"
-#include "common/strict_json.hpp"
+#include "record/strict_json.hpp"
 #include "ember/utf8.hpp"
 
 namespace ember::app {

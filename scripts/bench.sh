@@ -4,7 +4,7 @@
 #   scripts/bench.sh [ROUNDS=5]
 #
 # Builds `ember`, writes the random-weight llama-1b models once (by default Q8_0 and F16;
-# EMBER_BENCH_TYPES="q4_k_m q6_k q4_0 bf16" for the K-quant, legacy and BF16 file types, any of
+# EMBER_BENCH_TYPES="q4_k_m q6_k q4_0 bf16" (or q2_k q3_k_m q5_k_m q4_1 q5_1) for the K-quant, legacy and BF16 file types, any of
 # `ember synth --type`; with the Llama 3 vocabulary of the synth-llama3 fixture) into $EMBER_BENCH_MODELS (default
 # ~/.cache/ember/bench-models), then runs `ember bench` and llama.cpp's peer alternately,
 # ROUNDS times each per model, and prints medians and ratios for prefill and decode,
@@ -68,7 +68,11 @@ def load(name):
 targets = {"q8_0": {"prefill": 1.8, "decode": 1.0}, "f16": {"prefill": 1.5, "decode": 0.9},
            "bf16": {"prefill": 1.5, "decode": 0.9},
            "q4_k_m": {"prefill": 1.0, "decode": 1.0}, "q6_k": {"prefill": 1.0, "decode": 1.0},
-           "q4_0": {"prefill": 1.0, "decode": 1.0}}
+           "q4_0": {"prefill": 1.0, "decode": 1.0},
+           # issue 30's: the five formats that went SIMD last, on both sets
+           "q2_k": {"prefill": 1.0, "decode": 1.0}, "q3_k_m": {"prefill": 1.0, "decode": 1.0},
+           "q5_k_m": {"prefill": 1.0, "decode": 1.0}, "q4_1": {"prefill": 1.0, "decode": 1.0},
+           "q5_1": {"prefill": 1.0, "decode": 1.0}}
 print(f"threads {threads}; EMBER_BENCH_CPU {cpu}; medians over the rounds (all runs in brackets), tok/s")
 print(f"{'model':6} {'phase':8} {'llama.cpp':>10} {'ember':>10} {'ratio':>6}  target  runs llama.cpp | ember")
 ok = True

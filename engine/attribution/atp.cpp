@@ -12,6 +12,7 @@
 #include "attribution/sae_gradient.hpp"
 #include "common/error.hpp"
 #include "features/sae_splicer.hpp"
+#include "runtime/prompt.hpp"
 #include "runtime/session.hpp"
 
 namespace ember::attribution {

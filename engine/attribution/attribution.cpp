@@ -12,7 +12,8 @@
 #include "attribution/sae_gradient.hpp"
 #include "attribution/site_arrays.hpp"
 #include "common/error.hpp"
-#include "extract/run_directory.hpp"
+#include "record/run_directory.hpp"
+#include "runtime/prompt.hpp"
 
 namespace ember::attribution {
 namespace {

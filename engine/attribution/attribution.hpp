@@ -2,7 +2,7 @@
 // continuation, one forward and one backward pass on the reference route, and per chosen
 // stage, layer and prompt position the gradient of the metric and the activation it was
 // taken at, written as .npy files into a run directory with a sealed manifest
-// (extract/run_directory). With a corrupted prompt, the attribution-patching estimate
+// (record/run_directory). With a corrupted prompt, the attribution-patching estimate
 // (a_corrupt - a_clean) . grad of every site, ranked (atp.hpp).
 #pragma once
 
@@ -18,10 +18,11 @@
 #include "attribution/gradient_model.hpp"
 #include "attribution/metric.hpp"
 #include "config/run_config.hpp"
-#include "extract/manifest.hpp"
-#include "extract/selection.hpp"
+#include "record/manifest.hpp"
+#include "extract/resolved_selection.hpp"
 #include "features/sae.hpp"
 #include "runtime/loaded_model.hpp"
+#include "runtime/prompt.hpp"
 
 namespace ember::attribution {
 

@@ -8,8 +8,10 @@
 #include "common/error.hpp"
 #include "extract/dataset.hpp"
 #include "extract/extraction.hpp"
-#include "extract/inputs_record.hpp"
-#include "extract/run_directory.hpp"
+#include "record/inputs_record.hpp"
+#include "record/run_directory.hpp"
+#include "runtime/prompt.hpp"
+#include "runtime/threads.hpp"
 
 namespace ember::attribution {
 namespace {

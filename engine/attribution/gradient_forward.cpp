@@ -149,7 +149,7 @@ Tape GradientModel::forward(std::span<const std::int32_t> tokens, std::span<cons
     return tape;
 }
 
-// models/attention.cpp attention_heads (Llama, Qwen3) and Gemma 4's attention block.
+// models/attention_block.cpp attention_heads (Llama, Qwen3) and Gemma 4's attention block.
 void GradientModel::attention_forward(std::uint32_t il, LayerTape& lt, const LayerTape& kv, const SiteEdit& edit) const {
     const models::ModelConfig& c = config_;
     const models::LayerConfig& L = c.layers[il];

@@ -1,6 +1,6 @@
 #include "attribution/gradient_weights.hpp"
 
-#include "models/attention.hpp"
+#include "models/attention_block.hpp"
 #include "models/feed_forward.hpp"
 #include "models/model.hpp"
 #include "models/tensor_loader.hpp"
@@ -10,7 +10,7 @@ namespace {
 
 using models::TensorLoader;
 
-// Llama and Qwen3: the shared loaders of models/attention and models/feed_forward.
+// Llama and Qwen3: the shared loaders of models/attention_block and models/feed_forward.
 LayerWeights llama_like_layer(const TensorLoader& t, std::uint32_t l, const models::ModelConfig& c) {
     const models::HeadNorm head_norm = c.family == models::Family::Qwen3 ? models::HeadNorm::QK : models::HeadNorm::None;
     models::refuse_unsupported_tensors(t, l);

@@ -1,6 +1,6 @@
 // The weights the gradient forward reads, for every family in one shape: views into the
 // mapped GGUF file (matrices) and F32 vectors (norms), found and checked with the same
-// TensorLoader and the same loaders as the families' own forward passes (models/attention,
+// TensorLoader and the same loaders as the families' own forward passes (models/attention_block,
 // models/feed_forward; Gemma 4's layout as models/gemma4.cpp loads it). Nothing is
 // dequantized here: the kernels dequantize rows as they read them.
 #pragma once

@@ -4,7 +4,7 @@
 
 #include <boost/json.hpp>
 
-#include "extract/manifest.hpp"
+#include "record/manifest.hpp"
 
 namespace ember::attribution {
 

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "attribution/gradient_model.hpp"
-#include "extract/run_directory.hpp"
-#include "extract/selection.hpp"
+#include "record/run_directory.hpp"
+#include "extract/resolved_selection.hpp"
 
 namespace ember::attribution {
 

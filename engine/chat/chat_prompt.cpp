@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 
 namespace ember::chat {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 
 namespace ember {
 namespace {

@@ -6,7 +6,7 @@
 // SIGBUS handler (installed once, chaining to any previous one): a fault inside a
 // registered mapping replaces the pages from the faulting one to the mapping's end with
 // zeros, marks the mapping truncated and lets the reading instruction run again; the run
-// goes on and is refused at its end by truncated() (extract/inputs_record.hpp,
+// goes on and is refused at its end by truncated() (record/inputs_record.hpp,
 // check_inputs_unchanged), naming the file. Nothing is added to the reading code: the
 // kernels read the mapping as before. A fault outside every mapping keeps its default
 // action. The registry is the one global mutable state here, because a signal handler

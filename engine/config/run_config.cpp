@@ -13,7 +13,7 @@
 #include <limits>
 
 #include "common/error.hpp"
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 #include "config/run_config_toml.hpp"
 #include "config/toml_limits.hpp"
 #include "config/toml_reader.hpp"

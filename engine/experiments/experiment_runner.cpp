@@ -7,7 +7,7 @@
 
 #include "common/error.hpp"
 #include "common/input_file.hpp"
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 #include "ember/utf8.hpp"
 #include "experiments/log_line.hpp"
 

@@ -8,8 +8,8 @@
 #include "chat/chat_prompt.hpp"
 #include "common/error.hpp"
 #include "common/input_file.hpp"
-#include "common/strict_parse.hpp"
-#include "common/sha256.hpp"
+#include "record/strict_parse.hpp"
+#include "common/sha256_file.hpp"
 #include "tokenizer/unicode.hpp"
 
 namespace ember::extract {

@@ -6,24 +6,24 @@
 #include <boost/json.hpp>
 
 #include <chrono>
-#include <cmath>
 #include <fstream>
 #include <iterator>
-#include <limits>
-#include <memory>
+#include <tuple>
+#include <utility>
 
 #include "common/error.hpp"
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 #include "experiments/experiment_runner.hpp"
 #include "extract/dataset.hpp"
+#include "extract/dataset_evaluation.hpp"
 #include "extract/dataset_merge.hpp"
 #include "extract/dataset_outputs.hpp"
 #include "extract/dataset_records.hpp"
-#include "extract/inputs_record.hpp"
-#include "extract/logit_lens.hpp"
+#include "record/inputs_record.hpp"
 #include "extract/sae_extraction.hpp"
 #include "extract/target_scoring.hpp"
-#include "hooks/hook_chain.hpp"
+#include "runtime/prompt.hpp"
+#include "runtime/threads.hpp"
 
 namespace ember::extract {
 namespace {
@@ -74,10 +74,6 @@ EncodedPrompt encode_chat_sample(const Request& r, Sample& sample) {
     EncodedPrompt p = encode_chat_prompt(r.model, r.chat_template->get(), std::move(vars), sample.target.value_or(""));
     sample.text = std::string(p.chat->at("rendered").as_string());
     return p;
-}
-
-std::string sample_name(const Sample& s, const std::filesystem::path& file) {
-    return fmt::format("{}:{}: sample {}", file.string(), s.line, s.id_text());
 }
 
 Prepared prepare(const Request& r, Sample sample, const std::filesystem::path& file) {
@@ -169,135 +165,11 @@ std::vector<ArrayPlan> plan_arrays(const Selection& s, const models::ModelConfig
     return out;
 }
 
-// log p(target token j | tokens before j) for every target token (target_scoring.hpp).
-std::vector<double> target_logprobs(const Prepared& p, kernels::ConstRows logits) {
-    return score_target(p.evaluated.ids, p.prompt_tokens, logits).logprobs;
-}
-
-// Evaluates one sample on its own (position 0, an empty cache), with the experiments'
-// per-sample calls around it.
-void evaluate_sample(runtime::Session& session, const LoadedModel& model, runtime::Route route, std::size_t threads,
-                     experiments::ExperimentRunner* runner, SampleRows& s, const std::string& name) {
-    const Prepared& p = *s.prepared;
-    const Selection& sel = *p.selection;
-    const bool all_logits = sel.needs_all_logits() || p.sample.target.has_value();
-    s.extractor.emplace(sel);
-    session.reset();
-    hooks::HookChain chain{runner, &*s.extractor};
-    try {
-        if (runner) {
-            // The prompt services show this sample's own text and tokens (a target's excluded).
-            std::vector<std::uint32_t> ids(p.evaluated.ids.begin(), p.evaluated.ids.begin() + p.prompt_tokens);
-            std::vector<ember_token_span> spans;
-            for (std::size_t i = 0; i < p.prompt_tokens; ++i)
-                spans.push_back({p.evaluated.tokens[i].start, p.evaluated.tokens[i].end});
-            runner->set_prompt(p.sample.text, std::move(ids), std::move(spans));
-            runner->set_sample(p.sample.index, p.sample.line, p.sample.id_text());
-            hooks::EvalInfo info;
-            info.phase = hooks::Phase::Prefill;
-            info.n_tokens = p.evaluated_rows;
-            info.all_logits = all_logits;
-            runner->before_prefill(info);
-        }
-        const kernels::ConstRows logits = session.prefill(p.evaluated_ids(), all_logits, chain.simplest());
-        if (runner) runner->on_generation_complete(0, experiments::StopReason::MaxTokens);
-        s.extractor->check_complete();
-        if (p.sample.target) s.target = target_logprobs(p, logits);
-    } catch (const experiments::ExperimentFailure& e) {
-        throw Error(fmt::format("{}: {}", name, e.what()));
-    }
-    if (sel.lens_top_k > 0) s.lens = logit_lens(*model.model, route, threads, s.extractor->lens_sources(), sel.lens_top_k);
-}
-
-// The hooks of a packed evaluation: every stage's rows cut into the samples' own and
-// handed to each sample's Extractor as if its prefill ran alone (positions from 0).
-class PackedHooks final : public hooks::ActiveHooks {
-public:
-    PackedHooks(std::vector<SampleRows*> samples, bool all_logits) : samples_(std::move(samples)), all_logits_(all_logits) {}
-
-    void stage(hooks::Stage stage, const hooks::EvalInfo& e, std::uint32_t l, hooks::TensorView v) override {
-        const bool logits_stage = stage == hooks::Stage::BeforeLogits || stage == hooks::Stage::AfterLogits;
-        if (logits_stage && !all_logits_) return;
-        split(e, v, [&](Extractor& x, const hooks::EvalInfo& i, hooks::TensorView s) { x.stage(stage, i, l, s); });
-    }
-    // No attention_pattern: a packed evaluation computes none (models::attend); a dataset
-    // run that wants it evaluates every sample alone.
-    bool wants(hooks::Stage stage) const override {
-        if (stage == hooks::Stage::AttentionPattern) return false;
-        for (const SampleRows* s : samples_)
-            if (s->extractor->wants(stage)) return true;
-        return false;
-    }
-
-private:
-    template <class F>
-    void split(const hooks::EvalInfo& packed, hooks::TensorView v, F&& f) {
-        std::size_t row = 0;
-        for (SampleRows* s : samples_) {
-            const std::size_t n = s->prepared->evaluated_rows;
-            hooks::EvalInfo info = packed;
-            info.start_position = 0;
-            info.n_tokens = n;
-            f(*s->extractor, info, hooks::TensorView{v.data + row * v.cols, n, v.cols});
-            row += n;
-        }
-    }
-
-    std::vector<SampleRows*> samples_;
-    bool all_logits_;
-};
-
-// Evaluates the samples in one packed prefill (no experiments: see docs/extraction.md).
-void evaluate_packed(runtime::Session& session, const LoadedModel& model, runtime::Route route, std::size_t threads,
-                     std::vector<SampleRows*> samples) {
-    std::vector<std::int32_t> tokens;
-    std::vector<std::size_t> lengths;
-    std::unique_ptr<bool[]> sample_all_logits(new bool[samples.size()]);  // as evaluate_sample computes them
-    bool all_logits = false;
-    for (SampleRows* s : samples) {
-        const Prepared& p = *s->prepared;
-        tokens.insert(tokens.end(), p.evaluated_ids().begin(), p.evaluated_ids().end());
-        lengths.push_back(p.evaluated_rows);
-        const Selection& sel = *p.selection;
-        // A packed evaluation computes the logits of every row or of its very last one only.
-        all_logits |= sel.has(hooks::Stage::BeforeLogits) || sel.has(hooks::Stage::AfterLogits) ||
-                      sel.logits != config::LogitsDump::None || p.sample.target.has_value();
-        sample_all_logits[lengths.size() - 1] = sel.needs_all_logits() || p.sample.target.has_value();
-        s->extractor.emplace(sel);
-    }
-    PackedHooks hooks(samples, all_logits);
-    session.reset();
-    const kernels::ConstRows logits =
-        session.prefill_packed(tokens, lengths, all_logits, std::span<const bool>(sample_all_logits.get(), samples.size()), &hooks);
-    std::size_t row = 0;
-    for (SampleRows* s : samples) {
-        const Prepared& p = *s->prepared;
-        s->extractor->check_complete();
-        if (p.sample.target) s->target = target_logprobs(p, logits.slice(row, p.evaluated_rows));
-        row += p.evaluated_rows;
-        if (p.selection->lens_top_k > 0)
-            s->lens = logit_lens(*model.model, route, threads, s->extractor->lens_sources(), p.selection->lens_top_k);
-    }
-}
-
 // `done` and `total` count this run's samples and tokens (a shard's own).
 void draw_progress(const RunPoint& done, const RunPoint& total, std::size_t tokens_at_start, double seconds) {
     const double rate = seconds > 0 ? static_cast<double>(done.tokens - tokens_at_start) / seconds : 0;
     const double eta = rate > 0 ? static_cast<double>(total.tokens - done.tokens) / rate : 0;
     fmt::print(stderr, "\r\x1b[Kember: {}/{} samples, {:.0f} tok/s, ETA {:.0f} s", done.samples, total.samples, rate, eta);
-}
-
-RunPoint operator-(const RunPoint& a, const RunPoint& b) {
-    return {a.samples - b.samples, a.rows - b.rows, a.tokens - b.tokens, a.evaluated - b.evaluated, a.skipped - b.skipped};
-}
-
-RunPoint& operator+=(RunPoint& a, const RunPoint& b) {
-    a.samples += b.samples;
-    a.rows += b.rows;
-    a.tokens += b.tokens;
-    a.evaluated += b.evaluated;
-    a.skipped += b.skipped;
-    return a;
 }
 
 // One batch of the whole run: its first sample and what it holds.
@@ -403,193 +275,187 @@ bool dataset_run_resumable(const std::filesystem::path& dir) {
     return fs::exists(dir / kProgressName) || fs::exists(dir / "samples.jsonl") || holds_dataset_failure_record(dir);
 }
 
-DatasetResult run_dataset_extraction(const LoadedModel& model, const config::RunConfig& config,
-                                     const DatasetRunOptions& options) {
+namespace {
+
+// The run's settings, checked against what a dataset run can do and derived from its
+// config: the route, threads, batch size, context, the shape of its arrays.
+struct DatasetSettings {
+    std::filesystem::path file;
+    runtime::Route route{};
+    std::size_t threads = 0;
+    std::size_t batch_tokens = 0;
+    std::size_t context_length = 0;
+    std::size_t pack_tokens = 0;  // a batch's tokens at most: batch_tokens within the context
+    config::OutputSection output;  // stages, layers, logits, lens; positions come from the spec
+    Selection shape;               // the output resolved for one position: which arrays
+    bool evaluate_whole = false;   // see Request
+};
+
+DatasetSettings checked_settings(const LoadedModel& model, const config::RunConfig& config,
+                                 const DatasetRunOptions& options) {
     if (!config.dataset.path) throw Error("the run has no dataset (dataset.path)");
-    const std::filesystem::path& file = *config.dataset.path;
+    DatasetSettings s;
+    s.file = *config.dataset.path;
     const auto route = runtime::route_from_name(config.model.route);
     if (!route) throw Error(fmt::format("model.route '{}' is not one of reference, fast", config.model.route));
+    s.route = *route;
     if (config.tracing.enabled) throw Error("a dataset run has no trace journal yet: leave tracing off");
     if (config.output.logits == config::LogitsDump::Last || config.output.logits == config::LogitsDump::All)
         throw Error("a dataset run writes the logits of the selected rows: output.logits must be none or selected");
-    const std::size_t threads = effective_threads(config.model.threads);
-    const std::size_t batch_tokens = config.dataset.batch_tokens ? config.dataset.batch_tokens : config::kDefaultBatchTokens;
+    s.threads = effective_threads(config.model.threads);
+    s.batch_tokens = config.dataset.batch_tokens ? config.dataset.batch_tokens : config::kDefaultBatchTokens;
+    s.context_length = config.model.ctx ? config.model.ctx : runtime::default_context_length(model.model->config());
+    s.pack_tokens = std::min(s.batch_tokens, s.context_length);
+    s.output = config.output;
+    s.output.positions = {config::PositionSelection::Kind::All, {}, {}};
+    s.shape = resolve(s.output, model.model->config(), 1);
+    s.evaluate_whole = config.dataset.evaluate_whole || options.experiments ||
+                       s.shape.has(hooks::Stage::AttentionPattern) || s.shape.has(hooks::Stage::BeforeLogits) ||
+                       s.shape.has(hooks::Stage::AfterLogits) || s.shape.logits != config::LogitsDump::None;
+    return s;
+}
 
-    const std::size_t context_length =
-        config.model.ctx ? config.model.ctx : runtime::default_context_length(model.model->config());
-    config::OutputSection output = config.output;  // stages, layers, logits, lens; positions come from the spec
-    output.positions = {config::PositionSelection::Kind::All, {}, {}};
-    const Selection shape = resolve(output, model.model->config(), 1);
-    const bool evaluate_whole = config.dataset.evaluate_whole || options.experiments ||
-                                shape.has(hooks::Stage::AttentionPattern) || shape.has(hooks::Stage::BeforeLogits) ||
-                                shape.has(hooks::Stage::AfterLogits) || shape.logits != config::LogitsDump::None;
-    // Hashed before they are read: a change while the run reads them fails it (check_inputs_unchanged).
-    std::vector<InputFile> inputs = collect_inputs(config, model.sha256, model.file.mapping()->state());
-    const std::vector<features::Sae> saes = load_extraction_saes(config, model.model->config(), inputs);
-    if (!saes.empty() && config.dataset.shard)
-        throw Error("a dataset shard with SAEs ([[sae]], --sae): ember merge does not join SAE feature arrays yet; run "
-                    "the dataset whole");
-    ChatTemplateCache chat_template(model, config.prompt);
-    const Request request{model,
-                          output,
-                          selection::parse(config.dataset.select),
-                          config.prompt.add_bos,
-                          config.dataset.skip_empty,
-                          context_length,
-                          evaluate_whole,
-                          sae_sites(saes),
-                          &chat_template,
-                          config.prompt.chat ? &*config.prompt.chat : nullptr};
-
-    // Every line read, tokenized and resolved before anything is written, and the run's
-    // batches planned: consecutive samples of at most pack_tokens tokens in all (a longer
-    // sample alone), as the loop below evaluates them. A shard is a contiguous range of the
-    // whole run's batches (config/shard.hpp over the batch count), so it evaluates exactly
-    // what the unsharded run evaluates and its rows are the same bits on any route.
-    const DatasetInfo info = scan_dataset(file);
-    const std::size_t pack_tokens = std::min(batch_tokens, context_length);
+// The whole run's batches: every line read, tokenized and resolved before anything is
+// written, consecutive samples of at most pack_tokens tokens in all (a longer sample
+// alone), as run_batches evaluates them.
+struct BatchPlans {
     std::vector<BatchPlan> batches;
-    std::size_t longest = 0;
+    std::size_t longest = 0;  // the longest evaluation (prompt and target)
     bool any_target = false;
-    {
-        DatasetReader reader(file);
-        Sample s;
-        std::size_t fill = 0;
-        while (reader.next(s)) {
-            any_target |= s.target.has_value();
-            const Prepared p = prepare(request, std::move(s), file);
-            longest = std::max(longest, p.evaluated.ids.size());
-            const std::size_t n = p.evaluated_rows;
-            if (batches.empty() || fill + n > pack_tokens) {
-                batches.push_back({p.sample.index, {}});
-                fill = 0;
-            }
-            fill += n;
-            RunPoint& counted = batches.back().count;
-            counted.samples += 1;
-            counted.rows += p.selection ? p.selection->positions.size() : 0;
-            counted.tokens += p.evaluated.ids.size();
-            counted.evaluated += p.evaluated_rows;
-            counted.skipped += p.selection ? 0 : 1;
+};
+
+BatchPlans plan_batches(const Request& request, const DatasetSettings& settings) {
+    BatchPlans plans;
+    DatasetReader reader(settings.file);
+    Sample s;
+    std::size_t fill = 0;
+    while (reader.next(s)) {
+        plans.any_target |= s.target.has_value();
+        const Prepared p = prepare(request, std::move(s), settings.file);
+        plans.longest = std::max(plans.longest, p.evaluated.ids.size());
+        const std::size_t n = p.evaluated_rows;
+        if (plans.batches.empty() || fill + n > settings.pack_tokens) {
+            plans.batches.push_back({p.sample.index, {}});
+            fill = 0;
         }
+        fill += n;
+        RunPoint& counted = plans.batches.back().count;
+        counted.samples += 1;
+        counted.rows += p.selection ? p.selection->positions.size() : 0;
+        counted.tokens += p.evaluated.ids.size();
+        counted.evaluated += p.evaluated_rows;
+        counted.skipped += p.selection ? 0 : 1;
     }
-    const auto [first_batch, end_batch] = config.dataset.shard ? config::shard_range(batches.size(), *config.dataset.shard)
-                                                               : std::pair<std::size_t, std::size_t>{0, batches.size()};
-    const auto batch_start = [&](std::size_t b) { return b < batches.size() ? batches[b].first_sample : info.samples; };
-    const std::size_t begin = batch_start(first_batch), end = batch_start(end_batch);  // this run's samples
+    return plans;
+}
+
+// This run's batches: all of them, or a shard's contiguous range of the whole run's
+// (config/shard.hpp over the batch count), so it evaluates exactly what the unsharded run
+// evaluates and its rows are the same bits on any route.
+struct ShardSpan {
+    std::size_t first_batch = 0, end_batch = 0;
+    std::size_t begin = 0, end = 0;  // this run's samples
     RunPoint first;  // where this run's samples start: the samples, rows and tokens before them
     RunPoint total;  // this run's own samples and tokens
-    for (std::size_t b = 0; b < end_batch; ++b) (b < first_batch ? first : total) += batches[b].count;
+};
 
-    // One run per directory: an unfinished dataset run (progress.json) is continued in
-    // place; a finished or other run is refused, or replaced with [output] overwrite.
-    RunDirectoryOptions directory_options;
-    directory_options.overwrite = config.output.overwrite || options.overwrite;
+ShardSpan shard_span(const std::vector<BatchPlan>& batches, const config::RunConfig& config, std::size_t samples) {
+    ShardSpan span;
+    std::tie(span.first_batch, span.end_batch) = config.dataset.shard
+                                                     ? config::shard_range(batches.size(), *config.dataset.shard)
+                                                     : std::pair<std::size_t, std::size_t>{0, batches.size()};
+    const auto batch_start = [&](std::size_t b) { return b < batches.size() ? batches[b].first_sample : samples; };
+    span.begin = batch_start(span.first_batch);
+    span.end = batch_start(span.end_batch);
+    for (std::size_t b = 0; b < span.end_batch; ++b) (b < span.first_batch ? span.first : span.total) += batches[b].count;
+    return span;
+}
+
+// One run per directory: an unfinished dataset run (progress.json) is continued in
+// place; a finished or other run is refused, or replaced with [output] overwrite.
+RunDirectoryOptions dataset_directory_options(const config::RunConfig& config, const DatasetRunOptions& options) {
+    RunDirectoryOptions o;
+    o.overwrite = config.output.overwrite || options.overwrite;
     if (options.skip_if_current)
-        directory_options.not_needed = [&](const std::filesystem::path&) { return current_result(config, config::config_hash(config)); };
-    directory_options.holder = "ember extract --dataset";
-    directory_options.inputs = input_paths(config);
-    directory_options.resumable = dataset_run_resumable;
-    RunDirectoryWriter writer(config.output.dir, directory_options);
-    if (holds_dataset_failure_record(writer.dir())) std::filesystem::remove(writer.dir() / "run.json");
-    std::string sae_digests;  // a changed SAE file starts the run over, like a changed config
+        o.not_needed = [&config](const std::filesystem::path&) { return current_result(config, config::config_hash(config)); };
+    o.holder = "ember extract --dataset";
+    o.inputs = input_paths(config);
+    o.resumable = dataset_run_resumable;
+    return o;
+}
+
+// What a resumed run must match: the config, the dataset and every SAE file (a changed
+// SAE file starts the run over, like a changed config).
+std::string dataset_run_key(const config::RunConfig& config, const DatasetInfo& info, const std::vector<InputFile>& inputs) {
+    std::string sae_digests;
     for (const InputFile& input : inputs)
         if (input.role == "sae") sae_digests += input.sha256;
-    const std::string run_key = sha256_hex(config::canonical_json(config) + info.sha256 + sae_digests);
-    std::vector<ArrayPlan> plans = plan_arrays(shape, model.model->config(), longest);
-    plan_sae_arrays(saes, config.output.sae_output, plans);
-    DatasetOutputs out(writer.dir(), std::move(plans), any_target, run_key);
-    start_sae_arrays(out);
+    return sha256_hex(config::canonical_json(config) + info.sha256 + sae_digests);
+}
 
-    runtime::SessionOptions session_options;
-    session_options.route = *route;
-    if (const auto kv_type = kernels::kv_type_from_name(config.model.kv_type)) session_options.kv_type = *kv_type;
-    session_options.context_length = config.model.ctx;
+runtime::SessionOptions dataset_session_options(const LoadedModel& model, const config::RunConfig& config,
+                                                const DatasetSettings& s, const BatchPlans& plans) {
+    runtime::SessionOptions o;
+    o.route = s.route;
+    if (const auto kv_type = kernels::kv_type_from_name(config.model.kv_type)) o.kv_type = *kv_type;
+    o.context_length = config.model.ctx;
     if (config.model.ctx == 0) {
         // The cache holds one evaluation at a time (a reset between them): sized to the
         // largest, in llama.cpp's steps of 256 positions (the attention's padded length, and
         // so its sums, are those of any longer context), not to the model's whole context.
-        const std::size_t needed = (std::max<std::size_t>(pack_tokens, longest) + 255) / 256 * 256;
-        session_options.context_length = std::min(needed, runtime::default_context_length(model.model->config()));
+        const std::size_t needed = (std::max<std::size_t>(s.pack_tokens, plans.longest) + 255) / 256 * 256;
+        o.context_length = std::min(needed, runtime::default_context_length(model.model->config()));
     }
-    session_options.threads = threads;
-    session_options.max_batch = std::max<std::size_t>(longest, batch_tokens);
-    session_options.all_logits = shape.needs_all_logits() || any_target;
-    runtime::Session session(*model.model, session_options);
-    const SaeEncoders encoders(saes, *route, threads);
-    // A packed evaluation holds its samples' K/V side by side: it fits the context.
-    if (pack_tokens > session.context_length()) throw Error("the batches were planned for a longer context than the session's");
+    o.threads = s.threads;
+    o.max_batch = std::max<std::size_t>(plans.longest, s.batch_tokens);
+    o.all_logits = s.shape.needs_all_logits() || plans.any_target;
+    return o;
+}
 
-    DatasetResult result;
-    result.dir = writer.dir();
-    RunPoint point = out.resumed() ? out.resumed_at() : first;
-    const RunPoint at_start = point;
-    result.resumed_samples = point.samples - first.samples;
-    const auto start = Clock::now();
-    const bool progress = options.progress && ::isatty(STDERR_FILENO);
-
-    DatasetReader reader(file);
-    Sample sample;
-    for (std::size_t i = 0; i < point.samples && reader.next(sample); ++i) {}  // another shard's, or finished earlier
-    const auto next_sample = [&] { return reader.next(sample) && sample.index < end; };
-    DatasetRecords appender(out, model.tokenizer);
-    std::optional<Prepared> pending;  // read, but beyond the previous batch
-    while (true) {
-        // One batch: consecutive samples of at most pack_tokens tokens in all (a longer
-        // sample alone); with experiments, each sample still has an evaluation of its own.
+// The samples of this run, read batch by batch from where it starts (a resumed run: past
+// the samples finished earlier; a shard: past another shard's) to its end.
+class BatchReader {
+public:
+    BatchReader(const Request& request, const DatasetSettings& settings, std::size_t skip, std::size_t end)
+        : request_(request), settings_(settings), reader_(settings.file), end_(end) {
+        for (std::size_t i = 0; i < skip && reader_.next(sample_); ++i) {}
+    }
+    // One batch: consecutive samples of at most pack_tokens tokens in all (a longer sample
+    // alone); empty at the end.
+    std::vector<Prepared> next() {
         std::vector<Prepared> batch;
         std::size_t tokens = 0;
-        while (pending || next_sample()) {
-            Prepared p = pending ? std::move(*pending) : prepare(request, std::move(sample), file);
-            pending.reset();
+        while (pending_ || next_sample()) {
+            Prepared p = pending_ ? std::move(*pending_) : prepare(request_, std::move(sample_), settings_.file);
+            pending_.reset();
             const std::size_t n = p.evaluated_rows;
-            if (!batch.empty() && tokens + n > pack_tokens) {
-                pending = std::move(p);
+            if (!batch.empty() && tokens + n > settings_.pack_tokens) {
+                pending_ = std::move(p);
                 break;
             }
             tokens += n;
             batch.push_back(std::move(p));
         }
-        if (batch.empty()) break;
-        std::vector<SampleRows> rows(batch.size());
-        std::vector<SampleRows*> evaluated;
-        for (std::size_t i = 0; i < batch.size(); ++i) {
-            rows[i].prepared = &batch[i];
-            if (batch[i].selection) evaluated.push_back(&rows[i]);
-        }
-        // A packed evaluation computes no attention pattern (models::attend): then each sample alone too.
-        if (options.experiments || evaluated.size() == 1 || shape.has(hooks::Stage::AttentionPattern)) {
-            for (SampleRows* r : evaluated)
-                evaluate_sample(session, model, *route, threads, options.experiments, *r,
-                                sample_name(r->prepared->sample, file));
-        } else if (!evaluated.empty()) {
-            evaluate_packed(session, model, *route, threads, evaluated);
-        }
-        // The batch's rows in one product per SAE; each row's features are the same bits in
-        // any batch (SaeEncoders::encode), so packing changes none.
-        std::vector<const Extractor*> extractors;
-        for (SampleRows* r : evaluated) extractors.push_back(&*r->extractor);
-        for (std::size_t i = 0; i < saes.size(); ++i) {
-            std::vector<std::vector<float>> features = encoders.selected_features(i, extractors);
-            for (std::size_t k = 0; k < evaluated.size(); ++k) evaluated[k]->sae_features.push_back(std::move(features[k]));
-        }
-        for (const SampleRows& r : rows) appender.append(r, point);
-        out.checkpoint(point);
-        ++result.batches;
-        if (progress) draw_progress(point - first, total, (at_start - first).tokens,
-                                    std::chrono::duration<double>(Clock::now() - start).count());
-        if (options.on_batch) options.on_batch(point.samples);
+        return batch;
     }
-    if (progress) fmt::print(stderr, "\n");
 
-    // The inputs as they were read (else nothing is renamed into place), the arrays' headers
-    // made true, every file renamed into place, the manifest last.
-    check_inputs_unchanged(inputs, model.file.mapping());
-    out.finish();
-    const RunPoint own = point - first;
-    json::array recorded_inputs = inputs_json(inputs);
-    if (options.experiments) add_read_inputs(recorded_inputs, options.experiments->snapshot());
-    json::object manifest{
+private:
+    bool next_sample() { return reader_.next(sample_) && sample_.index < end_; }
+
+    const Request& request_;
+    const DatasetSettings& settings_;
+    DatasetReader reader_;
+    Sample sample_;
+    std::size_t end_;
+    std::optional<Prepared> pending_;  // read, but beyond the previous batch
+};
+
+// The manifest of a dataset run: the run, the dataset, the model, the backend, the
+// config, the inputs (dataset_manifest_arrays adds the arrays).
+json::object dataset_manifest(const LoadedModel& model, const config::RunConfig& config, const DatasetSettings& s,
+                              const DatasetInfo& info, const RunPoint& own, const runtime::Session& session,
+                              json::array inputs) {
+    return {
         {"schema_version", kManifestSchemaVersion},
         {"kind", "ember.dataset_extraction"},
         {"run_id", nullptr},
@@ -602,7 +468,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
         {"tensor_contract",
          {{"phase", "prefill"},
           {"stages", json::value_from(config.output.stages)},
-          {"layers", json::value_from(shape.layers)},
+          {"layers", json::value_from(s.shape.layers)},
           {"select", config.dataset.select},
           {"rows", "row r of every array is line r of rows.jsonl: its sample, position, token and byte span"},
           {"evaluation", "each sample at positions from 0, attending only to its own tokens; several samples "
@@ -611,7 +477,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
                          "selected one are not evaluated (samples.jsonl evaluated_tokens), which changes no "
                          "value either"}}},
         {"dataset",
-         {{"path", file.string()},
+         {{"path", s.file.string()},
           {"sha256", info.sha256},
           {"bytes", info.bytes},
           {"samples", own.samples},
@@ -620,21 +486,96 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
           {"tokens", own.tokens},
           {"evaluated_tokens", own.evaluated}}},
         {"selection", {{"default", config.dataset.select}, {"on_empty", config.dataset.skip_empty ? "skip" : "error"}}},
-        {"batch_tokens", batch_tokens},
+        {"batch_tokens", s.batch_tokens},
         {"model", model_record(model.path, model.file, model.model->config(), model.sha256)},
         {"backend", {{"route", session.backend().route()}, {"variant", session.backend().variant()}}},
         {"route", session.backend().route()},
-        {"threads", threads},
+        {"threads", s.threads},
         {"config_hash", config::config_hash(config)},
         {"config", config::to_json(config)},
-        {"inputs", std::move(recorded_inputs)},
+        {"inputs", std::move(inputs)},
         {"trace", nullptr},
     };
-    dataset_manifest_arrays(out, shape, saes, config.output.sae_output, manifest);
+}
+
+}  // namespace
+
+// In named steps: the settings checked, the inputs hashed and the SAEs loaded, every
+// sample prepared and the batches planned, the directory opened (or resumed), the session
+// made, the batches evaluated and appended, the inputs checked unchanged, the manifest.
+DatasetResult run_dataset_extraction(const LoadedModel& model, const config::RunConfig& config,
+                                     const DatasetRunOptions& options) {
+    const DatasetSettings settings = checked_settings(model, config, options);
+    // Hashed before they are read: a change while the run reads them fails it (check_inputs_unchanged).
+    std::vector<InputFile> inputs = collect_inputs(config, model.sha256, model.file.mapping()->state());
+    const std::vector<features::Sae> saes = load_extraction_saes(config, model.model->config(), inputs);
+    if (!saes.empty() && config.dataset.shard)
+        throw Error("a dataset shard with SAEs ([[sae]], --sae): ember merge does not join SAE feature arrays yet; run "
+                    "the dataset whole");
+    ChatTemplateCache chat_template(model, config.prompt);
+    const Request request{model,
+                          settings.output,
+                          selection::parse(config.dataset.select),
+                          config.prompt.add_bos,
+                          config.dataset.skip_empty,
+                          settings.context_length,
+                          settings.evaluate_whole,
+                          sae_sites(saes),
+                          &chat_template,
+                          config.prompt.chat ? &*config.prompt.chat : nullptr};
+
+    const DatasetInfo info = scan_dataset(settings.file);
+    const BatchPlans plans = plan_batches(request, settings);
+    const ShardSpan span = shard_span(plans.batches, config, info.samples);
+
+    RunDirectoryWriter writer(config.output.dir, dataset_directory_options(config, options));
+    if (holds_dataset_failure_record(writer.dir())) std::filesystem::remove(writer.dir() / "run.json");
+    std::vector<ArrayPlan> array_plans = plan_arrays(settings.shape, model.model->config(), plans.longest);
+    plan_sae_arrays(saes, config.output.sae_output, array_plans);
+    DatasetOutputs out(writer.dir(), std::move(array_plans), plans.any_target, dataset_run_key(config, info, inputs));
+    start_sae_arrays(out);
+
+    runtime::Session session(*model.model, dataset_session_options(model, config, settings, plans));
+    const SaeEncoders encoders(saes, settings.route, settings.threads);
+    // A packed evaluation holds its samples' K/V side by side: it fits the context.
+    if (settings.pack_tokens > session.context_length())
+        throw Error("the batches were planned for a longer context than the session's");
+
+    DatasetResult result;
+    result.dir = writer.dir();
+    RunPoint point = out.resumed() ? out.resumed_at() : span.first;
+    const RunPoint at_start = point;
+    result.resumed_samples = point.samples - span.first.samples;
+    const auto start = Clock::now();
+    const bool progress = options.progress && ::isatty(STDERR_FILENO);
+    const BatchEvaluation evaluation{session, model, settings.route, settings.threads, options.experiments,
+                                     settings.shape.has(hooks::Stage::AttentionPattern), encoders, saes.size(),
+                                     settings.file};
+    BatchReader reader(request, settings, point.samples, span.end);
+    DatasetRecords appender(out, model.tokenizer);
+    for (std::vector<Prepared> batch = reader.next(); !batch.empty(); batch = reader.next()) {
+        for (const SampleRows& r : evaluate_batch(evaluation, batch)) appender.append(r, point);
+        out.checkpoint(point);
+        ++result.batches;
+        if (progress) draw_progress(point - span.first, span.total, (at_start - span.first).tokens,
+                                    std::chrono::duration<double>(Clock::now() - start).count());
+        if (options.on_batch) options.on_batch(point.samples);
+    }
+    if (progress) fmt::print(stderr, "\n");
+
+    // The inputs as they were read (else nothing is renamed into place), the arrays' headers
+    // made true, every file renamed into place, the manifest last.
+    check_inputs_unchanged(inputs, model.file.mapping());
+    out.finish();
+    const RunPoint own = point - span.first;
+    json::array recorded_inputs = inputs_json(inputs);
+    if (options.experiments) add_read_inputs(recorded_inputs, options.experiments->snapshot());
+    json::object manifest = dataset_manifest(model, config, settings, info, own, session, std::move(recorded_inputs));
+    dataset_manifest_arrays(out, settings.shape, saes, config.output.sae_output, manifest);
     if (config.dataset.shard) {  // last: ember merge takes it off
-        manifest["shard"] = shard_record(*config.dataset.shard, info.samples, {begin, end}, batches.size(),
-                                         {first_batch, end_batch}, first.rows, manifest.at("config").as_object(),
-                                         info.sha256, model.sha256);
+        manifest["shard"] = shard_record(*config.dataset.shard, info.samples, {span.begin, span.end}, plans.batches.size(),
+                                         {span.first_batch, span.end_batch}, span.first.rows,
+                                         manifest.at("config").as_object(), info.sha256, model.sha256);
     }
     writer.commit(std::move(manifest));
 
@@ -645,9 +586,8 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     result.tokens_this_run = point.tokens - at_start.tokens;
     result.evaluated = own.evaluated;
     result.evaluated_this_run = point.evaluated - at_start.evaluated;
-    result.arrays = out.plans().size() + (any_target ? 1 : 0);
+    result.arrays = out.plans().size() + (plans.any_target ? 1 : 0);
     result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return result;
 }
-
 }  // namespace ember::extract

@@ -15,13 +15,13 @@
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/output_path.hpp"
-#include "common/strict_parse.hpp"
-#include "common/sha256.hpp"
+#include "record/strict_parse.hpp"
+#include "common/sha256_file.hpp"
 #include "config/run_config.hpp"
 #include "config/toml_reader.hpp"
-#include "extract/partial_file.hpp"
-#include "extract/run_directory.hpp"
-#include "extract/verify.hpp"
+#include "record/partial_file.hpp"
+#include "record/run_directory.hpp"
+#include "record/verify.hpp"
 
 namespace ember::extract {
 namespace {

@@ -8,7 +8,7 @@
 #include <iterator>
 #include <map>
 
-#include "common/strict_json.hpp"
+#include "record/strict_json.hpp"
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 
@@ -122,6 +122,19 @@ void DatasetOutputs::finish() {
     const std::string stale = std::string(kProgressName) + ".tmp.";
     for (const auto& e : fs::directory_iterator(dir_, ec))
         if (e.path().filename().string().starts_with(stale)) fs::remove(e.path(), ec);
+}
+
+RunPoint operator-(const RunPoint& a, const RunPoint& b) {
+    return {a.samples - b.samples, a.rows - b.rows, a.tokens - b.tokens, a.evaluated - b.evaluated, a.skipped - b.skipped};
+}
+
+RunPoint& operator+=(RunPoint& a, const RunPoint& b) {
+    a.samples += b.samples;
+    a.rows += b.rows;
+    a.tokens += b.tokens;
+    a.evaluated += b.evaluated;
+    a.skipped += b.skipped;
+    return a;
 }
 
 }  // namespace ember::extract

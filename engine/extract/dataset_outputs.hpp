@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "extract/partial_file.hpp"
+#include "record/partial_file.hpp"
 #include "hooks/hooks.hpp"
 
 namespace ember::extract {
@@ -52,6 +52,8 @@ struct RunPoint {
     std::size_t evaluated = 0;  // the rows evaluated: `tokens`, or fewer (Prepared::evaluated_rows)
     std::size_t skipped = 0;
 };
+RunPoint operator-(const RunPoint& a, const RunPoint& b);
+RunPoint& operator+=(RunPoint& a, const RunPoint& b);
 
 class DatasetOutputs {
 public:

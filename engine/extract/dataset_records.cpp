@@ -8,10 +8,11 @@
 #include <limits>
 #include <numeric>
 
-#include "common/strict_json.hpp"
+#include "record/strict_json.hpp"
 #include "common/error.hpp"
 #include "extract/sae_extraction.hpp"
 #include "extract/target_scoring.hpp"
+#include "runtime/prompt.hpp"
 
 namespace ember::extract {
 namespace json = boost::json;

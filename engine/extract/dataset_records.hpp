@@ -12,7 +12,8 @@
 #include "extract/dataset_outputs.hpp"
 #include "extract/extractor.hpp"
 #include "extract/logit_lens.hpp"
-#include "extract/manifest.hpp"
+#include "record/manifest.hpp"
+#include "runtime/prompt.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace ember::extract {

@@ -8,16 +8,17 @@
 #include <chrono>
 #include <fstream>
 #include <iterator>
-#include <thread>
 
-#include "common/strict_json.hpp"
+#include "extract/capture_entry.hpp"
+#include "record/strict_json.hpp"
 #include "common/error.hpp"
-#include "common/input_file.hpp"
-#include "common/sha256.hpp"
-#include "extract/inputs_record.hpp"
+#include "common/sha256_file.hpp"
+#include "record/inputs_record.hpp"
 #include "extract/logit_lens.hpp"
 #include "extract/sae_extraction.hpp"
 #include "extract/target_scoring.hpp"
+#include "runtime/prompt.hpp"
+#include "runtime/threads.hpp"
 
 namespace ember::extract {
 namespace {
@@ -50,12 +51,6 @@ json::object tensor_contract(const Selection& s) {
 
 }  // namespace
 
-std::string read_prompt(const config::PromptSection& prompt) {
-    if (prompt.text) return *prompt.text;
-    if (!prompt.file) throw Error("the run has no prompt (prompt.text or prompt.file)");
-    return read_input_file(*prompt.file, "prompt file");
-}
-
 json::object score_prompt_target(runtime::Session& session, const tokenizer::Tokenizer& tok, const EncodedPrompt& prompt,
                                  const config::PromptSection& section, hooks::ActiveHooks* hooks, bool stepwise) {
     const TargetTokens t = encode_with_target(tok, prompt, *section.target, section, "--target");
@@ -75,11 +70,6 @@ json::object score_prompt_target(runtime::Session& session, const tokenizer::Tok
         if (j + 1 < ids.size()) row = session.decode(ids[j], hooks);
     }
     return target_record(tok, ids, t.prompt_tokens, t.target, score);
-}
-
-std::size_t effective_threads(std::uint32_t threads) {
-    if (threads > 0) return threads;
-    return std::max(1u, std::thread::hardware_concurrency());
 }
 
 namespace {

@@ -18,21 +18,20 @@
 
 #include "config/run_config.hpp"
 #include "extract/extractor.hpp"
-#include "extract/manifest.hpp"
-#include "extract/run_directory.hpp"
+#include "record/manifest.hpp"
+#include "record/run_directory.hpp"
 #include "gguf/gguf_file.hpp"
 #include "models/model.hpp"
 #include "runtime/loaded_model.hpp"
+#include "runtime/prompt.hpp"
 #include "runtime/session.hpp"
+#include "runtime/threads.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "trace/journal.hpp"
 
 namespace ember::extract {
 
 using runtime::LoadedModel;
-
-// The prompt of a run config: prompt.text, or the bytes of prompt.file.
-std::string read_prompt(const config::PromptSection& prompt);
 
 // What the manifest says about the run besides the arrays.
 struct RunRecord {
@@ -95,8 +94,5 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
 boost::json::object score_prompt_target(runtime::Session& session, const tokenizer::Tokenizer& tok,
                                         const EncodedPrompt& prompt, const config::PromptSection& section,
                                         hooks::ActiveHooks* hooks = nullptr, bool stepwise = false);
-
-// --threads / model.threads: 0 means every hardware thread.
-std::size_t effective_threads(std::uint32_t threads);
 
 }  // namespace ember::extract

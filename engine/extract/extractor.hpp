@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "extract/selection.hpp"
+#include "extract/resolved_selection.hpp"
 #include "hooks/hooks.hpp"
 
 namespace ember::extract {

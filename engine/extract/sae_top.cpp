@@ -12,8 +12,8 @@
 #include <set>
 
 #include "common/error.hpp"
-#include "common/strict_parse.hpp"
-#include "extract/manifest.hpp"
+#include "record/strict_parse.hpp"
+#include "record/manifest.hpp"
 
 namespace ember::extract {
 namespace {

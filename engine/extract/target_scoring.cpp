@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "common/error.hpp"
+#include "runtime/prompt.hpp"
 
 namespace ember::extract {
 

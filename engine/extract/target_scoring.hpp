@@ -17,8 +17,9 @@
 #include <vector>
 
 #include "config/run_config.hpp"
-#include "extract/manifest.hpp"
+#include "record/manifest.hpp"
 #include "kernels/rows.hpp"
+#include "runtime/prompt.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace ember::extract {

@@ -37,14 +37,45 @@ GgmlType base_type(FileType type) {
     switch (type) {
         case FileType::q8_0: return GgmlType::Q8_0;
         case FileType::q4_0: return GgmlType::Q4_0;
+        case FileType::q4_1: return GgmlType::Q4_1;
+        case FileType::q5_1: return GgmlType::Q5_1;
+        case FileType::q2_k: return GgmlType::Q2_K;
+        case FileType::q3_k_m: return GgmlType::Q3_K;
         case FileType::q4_k_m: return GgmlType::Q4_K;
+        case FileType::q5_k_m: return GgmlType::Q5_K;
         case FileType::q6_k: return GgmlType::Q6_K;
     }
     throw Error("unknown file type");
 }
 
 constexpr std::pair<std::string_view, FileType> kFileTypes[] = {
-    {"q8_0", FileType::q8_0}, {"q4_0", FileType::q4_0}, {"q4_k_m", FileType::q4_k_m}, {"q6_k", FileType::q6_k}};
+    {"q8_0", FileType::q8_0},     {"q4_0", FileType::q4_0},     {"q4_1", FileType::q4_1},
+    {"q5_1", FileType::q5_1},     {"q2_k", FileType::q2_k},     {"q3_k_m", FileType::q3_k_m},
+    {"q4_k_m", FileType::q4_k_m}, {"q5_k_m", FileType::q5_k_m}, {"q6_k", FileType::q6_k}};
+
+// llama_tensor_get_type_impl's changes for a layer matrix (not the LM head) of a dense
+// (non-MoE, non-Falcon) model: attn_v, ffn_down and attn_output by file type. The
+// counters llama.cpp keeps (i_attention_wv, i_ffn_down) are the layer numbers here.
+GgmlType layer_type(FileType file_type, GgmlType type, std::string_view name, int layer, int n_layers, int n_gqa) {
+    const bool attn_v = name.find("attn_v.weight") != std::string_view::npos;
+    const bool ffn_down = name.find("ffn_down") != std::string_view::npos;
+    const bool attn_output = name.find("attn_output.weight") != std::string_view::npos;
+    switch (file_type) {
+        case FileType::q2_k:
+            if (attn_v) return n_gqa >= 4 ? GgmlType::Q4_K : GgmlType::Q3_K;
+            if (ffn_down || attn_output) return GgmlType::Q3_K;
+            return type;
+        case FileType::q3_k_m:
+            if (attn_v) return layer < 2 ? GgmlType::Q5_K : GgmlType::Q4_K;
+            if (ffn_down) return layer < n_layers / 16 ? GgmlType::Q5_K : GgmlType::Q4_K;
+            if (attn_output) return GgmlType::Q4_K;
+            return type;
+        case FileType::q4_k_m:
+        case FileType::q5_k_m:
+            return (attn_v || ffn_down) && layer >= 0 && use_more_bits(layer, n_layers) ? GgmlType::Q6_K : type;
+        default: return type;
+    }
+}
 
 }  // namespace
 
@@ -74,23 +105,38 @@ std::string_view file_type_name(FileType type) {
 }
 
 GgmlType target_type(FileType file_type, std::string_view name, std::uint64_t row_length, int layer, int n_layers,
-                     bool has_output) {
+                     bool has_output, int n_gqa) {
     GgmlType type = base_type(file_type);
     if (name == "output.weight" || (!has_output && name == "token_embd.weight")) {
         if (row_length % kernels::kQK_K != 0) type = GgmlType::Q8_0;
         else if (type != GgmlType::Q8_0) type = GgmlType::Q6_K;
-    } else if (file_type == FileType::q4_k_m && layer >= 0 &&
-               (name.find("attn_v.weight") != std::string_view::npos || name.find("ffn_down") != std::string_view::npos) &&
-               use_more_bits(layer, n_layers)) {
-        type = GgmlType::Q6_K;
+    } else if (layer >= 0) {
+        type = layer_type(file_type, type, name, layer, n_layers, n_gqa);
     }
     const std::uint32_t block = gguf::type_traits(static_cast<std::uint32_t>(type))->block_size;
     if (row_length % block == 0) return type;
-    if (block == kernels::kQK) return GgmlType::F16;  // legacy types, as llama.cpp's Q8_0 path
-    if (type == GgmlType::Q6_K) return GgmlType::Q8_0;
-    throw Error(fmt::format("tensor '{}': rows of {} are not a multiple of 256, and llama.cpp's fallback for {} (Q5_0) "
-                            "is a type ember cannot write yet",
-                            name, row_length, gguf::type_name(type)));
+    // tensor_type_fallback: a 32-element type stays (and becomes F16 below), Q2_K / Q3_K
+    // fall back to Q4_0, Q5_K to Q5_1, Q6_K to Q8_0, Q4_K to Q5_0
+    if (type == GgmlType::Q2_K || type == GgmlType::Q3_K) type = GgmlType::Q4_0;
+    else if (type == GgmlType::Q5_K) type = GgmlType::Q5_1;
+    else if (type == GgmlType::Q6_K) type = GgmlType::Q8_0;
+    else if (type == GgmlType::Q4_K) {
+        throw Error(fmt::format("tensor '{}': rows of {} are not a multiple of 256, and llama.cpp's fallback for {} (Q5_0) "
+                                "is a type ember cannot write yet",
+                                name, row_length, gguf::type_name(type)));
+    }
+    return row_length % kernels::kQK == 0 ? type : GgmlType::F16;
+}
+
+int n_gqa_of(const gguf::File& file) {
+    const auto arch = file.get_string("general.architecture");
+    const auto layers = arch ? file.get_u32(fmt::format("{}.block_count", *arch)) : std::nullopt;
+    if (!layers || *layers == 0) return 1;
+    const auto heads = file.get_per_layer(fmt::format("{}.attention.head_count", *arch), *layers);
+    const auto kv = file.get_per_layer(fmt::format("{}.attention.head_count_kv", *arch), *layers);
+    if (!heads || heads->front() <= 0) return 1;
+    if (!kv) return 1;  // head_count_kv defaults to head_count
+    return kv->front() > 0 ? static_cast<int>(heads->front() / kv->front()) : 0;
 }
 
 int tensor_layer(std::string_view name) {
@@ -145,6 +191,7 @@ QuantizeSummary quantize_model(const std::filesystem::path& input, const std::fi
     });
 
     const bool has_output = in.find_tensor("output.weight") != nullptr;
+    const int n_gqa = n_gqa_of(in);
     int n_layers = 0;
     for (const gguf::TensorInfo* t : order) n_layers = std::max(n_layers, tensor_layer(t->name) + 1);
 
@@ -155,7 +202,7 @@ QuantizeSummary quantize_model(const std::filesystem::path& input, const std::fi
         const auto copy = [data](std::span<std::byte> out) { std::memcpy(out.data(), data.data(), out.size()); };
         const bool quantizable = is_quantizable_weight(t->name, t->n_dims);
         const GgmlType target =
-            quantizable ? target_type(type, t->name, t->ne[0], tensor_layer(t->name), n_layers, has_output) : t->type;
+            quantizable ? target_type(type, t->name, t->ne[0], tensor_layer(t->name), n_layers, has_output, n_gqa) : t->type;
         if (!quantizable || t->type == target) {
             writer.add_tensor(t->name, t->type, ne, copy);
             ++summary.copied;
@@ -164,7 +211,7 @@ QuantizeSummary quantize_model(const std::filesystem::path& input, const std::fi
         // converted while the file is written, one tensor in memory at a time
         writer.add_tensor(t->name, target, ne, [&in, t, target](std::span<std::byte> out) {
             const std::vector<float> values = tensor_as_f32(in, *t);
-            const std::vector<std::byte> converted = kernels::quantize_rows(target, values, t->ne[0]);
+            const std::vector<std::byte> converted = quantize_rows(target, values, t->ne[0]);
             std::memcpy(out.data(), converted.data(), out.size());
         });
         ++summary.written[std::string(gguf::type_name(target))];

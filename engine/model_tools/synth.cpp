@@ -54,7 +54,7 @@ void random_matrix(std::uint64_t seed, std::string_view name, GgmlType type, std
         std::vector<float> values(cols);
         for (std::size_t r = range.begin(); r < range.end(); ++r) {
             random_row(stream, r, cols, values.data());
-            const std::vector<std::byte> row = kernels::quantize_rows(type, values, cols);
+            const std::vector<std::byte> row = quantize_rows(type, values, cols);
             std::memcpy(data.data() + r * row_bytes, row.data(), row_bytes);
         }
     });
@@ -132,7 +132,8 @@ void write_synth_model(const SynthOptions& options, const std::filesystem::path&
         const std::uint64_t ne[2] = {cols, rows};
         const GgmlType type = f16    ? GgmlType::F16
                               : bf16 ? GgmlType::BF16
-                                     : target_type(file_type, name, cols, tensor_layer(name), static_cast<int>(shape.n_layer), false);
+                                     : target_type(file_type, name, cols, tensor_layer(name), static_cast<int>(shape.n_layer), false,
+                                                   static_cast<int>(shape.n_head / shape.n_head_kv));
         w.add_tensor(name, type, ne, [seed = options.seed, name, type, rows, cols](std::span<std::byte> out) {
             random_matrix(seed, name, type, rows, cols, out);
         });

@@ -36,7 +36,7 @@ const std::vector<SynthShape>& synth_shapes();
 struct SynthOptions {
     std::string shape = "llama-1b";
     std::filesystem::path vocab_from;  // every tokenizer.* key is copied from this GGUF
-    // "f16", or a file type of `ember quantize` ("q8_0", "q4_0", "q4_k_m", "q6_k"): each
+    // "f16", or a file type of `ember quantize` (file_type_names: "q8_0", "q4_k_m", ...): each
     // matrix gets the type llama-quantize gives it in that file type (quantize.hpp)
     std::string type = "q8_0";
     std::uint64_t seed = 1;

@@ -7,7 +7,7 @@
 
 #include "common/digest_cache.hpp"
 #include "common/error.hpp"
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 #include "kernels/scale_check.hpp"
 #include "kernels/weight_format.hpp"
 

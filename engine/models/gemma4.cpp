@@ -26,7 +26,7 @@
 #include <optional>
 #include <vector>
 
-#include "models/attention.hpp"
+#include "models/attention_block.hpp"
 #include "models/feed_forward.hpp"
 #include "models/tensor_loader.hpp"
 

@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "gguf/gguf_file.hpp"
-#include "models/attention.hpp"
+#include "models/attention_block.hpp"
 #include "models/model.hpp"
 
 namespace ember::models {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "common/atomic_file.hpp"
-#include "common/strict_json.hpp"
+#include "record/strict_json.hpp"
 #include "trace/journal_reader.hpp"
 
 namespace ember::trace {

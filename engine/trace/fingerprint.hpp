@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 
 namespace ember::trace {
 

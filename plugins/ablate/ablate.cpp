@@ -17,8 +17,8 @@
 // attention_pattern is read-only and refused.
 #include <ember/experiment.hpp>
 
-#include "common/selection.hpp"
-#include "common/stage_experiment.hpp"
+#include "plugin_support/site_selection.hpp"
+#include "plugin_support/stage_experiment.hpp"
 
 namespace {
 

@@ -46,9 +46,9 @@
 #include <tuple>
 #include <vector>
 
-#include "common/json_text.hpp"
-#include "common/selection.hpp"
-#include "common/stage_experiment.hpp"
+#include "plugin_support/json_text.hpp"
+#include "plugin_support/site_selection.hpp"
+#include "plugin_support/stage_experiment.hpp"
 
 namespace {
 

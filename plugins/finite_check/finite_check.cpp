@@ -15,8 +15,8 @@
 #include <cmath>
 #include <string>
 
-#include "common/selection.hpp"
-#include "common/stage_experiment.hpp"
+#include "plugin_support/site_selection.hpp"
+#include "plugin_support/stage_experiment.hpp"
 
 namespace {
 

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "common/selection.hpp"
-#include "common/stage_experiment.hpp"
+#include "plugin_support/site_selection.hpp"
+#include "plugin_support/stage_experiment.hpp"
 
 namespace {
 

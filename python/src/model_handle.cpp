@@ -6,11 +6,13 @@
 #include "common/error.hpp"
 #include "experiments/experiment_runner.hpp"
 #include "extract/extraction.hpp"
-#include "extract/selection.hpp"
+#include "extract/resolved_selection.hpp"
 #include "hooks/hook_chain.hpp"
 #include "kernels/kv_rows.hpp"
 #include "models/family.hpp"
 #include "python_hooks.hpp"
+#include "runtime/prompt.hpp"
+#include "runtime/threads.hpp"
 
 namespace ember::python {
 namespace {

@@ -19,9 +19,10 @@
 
 #include "config/run_config.hpp"
 #include "extract/extractor.hpp"
-#include "extract/manifest.hpp"
+#include "record/manifest.hpp"
 #include "runtime/generate.hpp"
 #include "runtime/loaded_model.hpp"
+#include "runtime/prompt.hpp"
 #include "runtime/session.hpp"
 
 namespace ember::python {

@@ -23,7 +23,7 @@
 
 #include "attribution/gradient_model.hpp"
 #include "attribution/metric.hpp"
-#include "extract/manifest.hpp"
+#include "record/manifest.hpp"
 #include "runtime/loaded_model.hpp"
 #include "runtime/session.hpp"
 #include "support/fixtures.hpp"

@@ -15,7 +15,7 @@
 
 #include "attribution/gradient_model.hpp"
 #include "attribution/metric.hpp"
-#include "extract/manifest.hpp"
+#include "record/manifest.hpp"
 #include "runtime/loaded_model.hpp"
 #include "support/fixtures.hpp"
 

@@ -17,7 +17,7 @@
 #include "attribution/gradient_model.hpp"
 #include "attribution/metric.hpp"
 #include "attribution/sae_gradient.hpp"
-#include "extract/manifest.hpp"
+#include "record/manifest.hpp"
 #include "features/sae_splicer.hpp"
 #include "runtime/loaded_model.hpp"
 #include "runtime/session.hpp"

@@ -24,7 +24,7 @@
 
 #include "kernels/fast/aligned_buffer.hpp"
 #include "kernels/fast/attention.hpp"
-#include "kernels/fast/ops.hpp"
+#include "kernels/fast/row_ops.hpp"
 #include "kernels/float16.hpp"
 #include "kernels/fast/kernel_set.hpp"
 #include "kernels/fast/matmul.hpp"

@@ -17,7 +17,7 @@
 #include "kernels/fast/aligned_buffer.hpp"
 #include "kernels/fast/attention.hpp"
 #include "kernels/fast/matmul.hpp"
-#include "kernels/fast/ops.hpp"
+#include "kernels/fast/row_ops.hpp"
 
 namespace fast = ember::kernels::fast;
 using ember::kernels::WeightMatrix;

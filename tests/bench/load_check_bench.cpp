@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 #include "gguf/gguf_file.hpp"
 #include "models/block_scales.hpp"
 

@@ -6,7 +6,7 @@
 #include <boost/json.hpp>
 
 #include "dataset/dataset_support.hpp"
-#include "extract/manifest.hpp"
+#include "record/manifest.hpp"
 #include "gguf/gguf_file.hpp"
 #include "tokenizer/tokenizer.hpp"
 

@@ -15,7 +15,7 @@
 
 #include "common/error.hpp"
 #include "config/run_config.hpp"
-#include "extract/selection.hpp"
+#include "extract/resolved_selection.hpp"
 #include "gguf/gguf_file.hpp"
 #include "piece_spans.hpp"
 #include "support/fixtures.hpp"

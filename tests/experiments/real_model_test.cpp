@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 #include <ember/npy.hpp>
 #include "gguf/gguf_file.hpp"
 #include "models/model.hpp"

@@ -19,7 +19,7 @@
 
 #include <ember/npy.hpp>
 
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 #include "gguf/gguf_file.hpp"
 #include "models/model.hpp"
 #include "support/fixtures.hpp"

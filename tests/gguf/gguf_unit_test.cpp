@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "common/error.hpp"
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 #include "gguf/gguf_file.hpp"
 #include "gguf/gguf_writer.hpp"
 #include "gguf/layout.hpp"

@@ -13,7 +13,7 @@
 #include <limits>
 
 #include "kernel_test_support.hpp"
-#include "kernels/fast/ops.hpp"
+#include "kernels/fast/row_ops.hpp"
 #include "kernels/fast/thread_pool.hpp"
 #include "kernels/reference/kernels.hpp"
 

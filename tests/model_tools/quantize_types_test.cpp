@@ -34,6 +34,7 @@ namespace {
 void check_types(const std::string& model, model_tools::FileType type) {
     const gguf::File f = gguf::File::open(fixture_path("models/" + model + ".gguf"));
     const bool has_output = f.find_tensor("output.weight") != nullptr;
+    const int n_gqa = model_tools::n_gqa_of(f);
     int n_layers = 0;
     for (const auto& t : f.tensors()) n_layers = std::max(n_layers, model_tools::tensor_layer(t.name) + 1);
     std::size_t checked = 0;
@@ -41,7 +42,7 @@ void check_types(const std::string& model, model_tools::FileType type) {
         if (!model_tools::is_quantizable_weight(t.name, t.n_dims)) continue;
         CAPTURE(t.name);
         CHECK(gguf::type_name(model_tools::target_type(type, t.name, t.ne[0], model_tools::tensor_layer(t.name), n_layers,
-                                                       has_output)) == gguf::type_name(t.type));
+                                                       has_output, n_gqa)) == gguf::type_name(t.type));
         ++checked;
     }
     CHECK(checked > 10);
@@ -54,29 +55,45 @@ TEST_CASE("quantize types: llama-quantize's per-tensor types of every K-quant an
     check_types("synth-gemma4-k-q4_k_m", model_tools::FileType::q4_k_m);
     check_types("synth-llama3-k-q6_k", model_tools::FileType::q6_k);
     check_types("synth-llama3-k-q4_0", model_tools::FileType::q4_0);
+    check_types("synth-gemma4-k-q4_1", model_tools::FileType::q4_1);
+    check_types("synth-qwen3-k-q5_1", model_tools::FileType::q5_1);
+    check_types("synth-gemma4-k-q2_k", model_tools::FileType::q2_k);
+    check_types("synth-qwen3-k-q3_k_m", model_tools::FileType::q3_k_m);
+    check_types("synth-qwen3-k-q5_k_m", model_tools::FileType::q5_k_m);
     check_types("stories260K-q8_0", model_tools::FileType::q8_0);
 }
 
-TEST_CASE("quantize types: Q4_0 file rule gives llama-quantize's bytes back from its dequantized tensors") {
-    const gguf::File f = gguf::File::open(fixture_path("models/synth-llama3-k-q4_0.gguf"));
+// Requantizing the dequantized tensors of `type` in `model` gives llama-quantize's bytes back
+// (where the file rule's round trip is exact); returns how many tensors were compared.
+static std::size_t check_round_trip(const std::string& model, gguf::GgmlType type) {
+    const gguf::File f = gguf::File::open(fixture_path("models/" + model + ".gguf"));
     std::size_t tensors = 0;
     for (const auto& t : f.tensors()) {
-        if (t.type != gguf::GgmlType::Q4_0) continue;
+        if (t.type != type) continue;
         CAPTURE(t.name);
         const auto data = f.tensor_data(t);
         std::vector<float> values(t.n_elements);
         kernels::reference::dequantize_row(t.type, data.data(), values.data(), values.size());
-        const std::vector<std::byte> again = kernels::quantize_rows(t.type, values, t.ne[0]);
+        const std::vector<std::byte> again = model_tools::quantize_rows(t.type, values, t.ne[0]);
         REQUIRE(again.size() == data.size());
         CHECK(std::memcmp(again.data(), data.data(), again.size()) == 0);
         ++tensors;
     }
-    CHECK(tensors == 15);
+    return tensors;
 }
 
-TEST_CASE("quantize types: ember synth writes Q4_0, Q4_K_M and Q6_K models of llama-quantize's types that run") {
+TEST_CASE("quantize types: Q4_0 file rule gives llama-quantize's bytes back from its dequantized tensors") {
+    CHECK(check_round_trip("synth-llama3-k-q4_0", gguf::GgmlType::Q4_0) == 15);
+}
+
+TEST_CASE("quantize types: Q4_1 and Q5_1 file rules give llama-quantize's bytes back from its dequantized tensors") {
+    CHECK(check_round_trip("synth-gemma4-k-q4_1", gguf::GgmlType::Q4_1) == 35);
+    CHECK(check_round_trip("synth-qwen3-k-q5_1", gguf::GgmlType::Q5_1) == 14);
+}
+
+TEST_CASE("quantize types: ember synth writes models of every file type, of llama-quantize's types, that run") {
     const std::string vocab = shell_quote(fixture_path("models/stories260K.gguf").string());
-    for (const char* type : {"q4_0", "q4_k_m", "q6_k"}) {
+    for (const char* type : {"q4_0", "q4_1", "q5_1", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"}) {
         CAPTURE(type);
         const fs::path out = fs::temp_directory_path() / fmt::format("ember-synth-k-{}-{}.gguf", ::getpid(), type);
         auto r = run_command(fmt::format("{} synth --shape llama-tiny-k --type {} --vocab-from {} {}", EMBER_BINARY, type,
@@ -90,7 +107,8 @@ TEST_CASE("quantize types: ember synth writes Q4_0, Q4_K_M and Q6_K models of ll
             for (const auto& t : f.tensors()) {
                 if (!model_tools::is_quantizable_weight(t.name, t.n_dims)) continue;
                 CAPTURE(t.name);
-                CHECK(t.type == model_tools::target_type(ft, t.name, t.ne[0], model_tools::tensor_layer(t.name), 2, false));
+                CHECK(t.type ==
+                      model_tools::target_type(ft, t.name, t.ne[0], model_tools::tensor_layer(t.name), 2, false, 2));
             }
             CHECK(f.find_tensor("token_embd.weight")->type == gguf::GgmlType::Q6_K);  // the tied LM head
         }

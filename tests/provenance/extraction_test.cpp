@@ -19,7 +19,7 @@
 #include "config/run_config.hpp"
 #include "extract/extraction.hpp"
 #include "extract/logit_lens.hpp"
-#include "extract/verify.hpp"
+#include "record/verify.hpp"
 #include "support/files.hpp"
 #include "support/fixtures.hpp"
 #include "support/temp_dir.hpp"

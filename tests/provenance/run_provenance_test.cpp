@@ -10,7 +10,7 @@
 
 #include <algorithm>
 
-#include "extract/verify.hpp"
+#include "record/verify.hpp"
 #include "run/ember_run.hpp"
 
 namespace ember::test {

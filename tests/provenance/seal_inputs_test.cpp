@@ -15,8 +15,8 @@
 
 #include <boost/json.hpp>
 
-#include "common/sha256.hpp"
-#include "extract/verify.hpp"
+#include "common/sha256_file.hpp"
+#include "record/verify.hpp"
 #include "run/ember_run.hpp"
 
 namespace ember::test {

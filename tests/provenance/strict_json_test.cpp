@@ -11,8 +11,8 @@
 
 #include <limits>
 
-#include "common/json_pretty.hpp"
-#include "common/strict_json.hpp"
+#include "record/json_pretty.hpp"
+#include "record/strict_json.hpp"
 #include "run/ember_run.hpp"
 
 namespace ember::test {

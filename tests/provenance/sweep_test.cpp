@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "extract/verify.hpp"
+#include "record/verify.hpp"
 #include "run/ember_run.hpp"
 
 namespace ember::test {

@@ -13,8 +13,8 @@
 #include <functional>
 #include <sstream>
 
-#include "extract/run_directory.hpp"
-#include "extract/verify.hpp"
+#include "record/run_directory.hpp"
+#include "record/verify.hpp"
 #include "support/files.hpp"
 #include "support/fixtures.hpp"
 #include "support/temp_dir.hpp"

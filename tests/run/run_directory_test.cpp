@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "ember_run.hpp"
-#include "extract/verify.hpp"
+#include "record/verify.hpp"
 
 namespace ember::test {
 namespace {

@@ -109,12 +109,35 @@ struct BF16Policy : Avx2Lanes {
     }
 };
 
+// Prompts in the tiled order: the rows in slabs of about kSlabBytes of weights, each
+// multiplied with chunks of kChunkTokens tokens, so that a slab and a chunk's activations
+// (16 tokens of 8192 F16 columns: 256 KiB) stay in L2 together instead of every row pair
+// streaming all the tokens from L3. Each output's operations do not depend on the walk.
+constexpr std::size_t kSlabBytes = 512 * 1024;
+constexpr std::size_t kChunkTokens = 16;
+
+template <typename P>
+void tiled_prompt_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
+    const std::size_t fit = kSlabBytes / (task.weight_row_bytes ? task.weight_row_bytes : 1);
+    const std::size_t slab_rows = fit < 2 ? 2 : fit / 2 * 2;
+    for (std::size_t first = row_begin; first < row_end; first += slab_rows) {
+        const std::size_t end = row_end - first < slab_rows ? row_end : first + slab_rows;
+        for (std::size_t t0 = 0; t0 < task.n_tokens; t0 += kChunkTokens) {
+            MatmulTask chunk = task;
+            chunk.acts += t0 * task.act_row_bytes;
+            chunk.out += t0 * task.out_stride;
+            chunk.n_tokens = task.n_tokens - t0 < kChunkTokens ? task.n_tokens - t0 : kChunkTokens;
+            walk_rows<TiledTile<P>, 2, 2>(chunk, first, end);
+        }
+    }
+}
+
 // A vec_dot output's four 16-lane accumulators take half the registers: one at a time.
 template <typename P>
 void float_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
     if (task.order == SumOrder::tiled) {
         if (task.n_tokens == 1) walk_rows<TiledTile<P>, 2, 1>(task, row_begin, row_end);
-        else walk_rows<TiledTile<P>, 2, 2>(task, row_begin, row_end);
+        else tiled_prompt_rows<P>(task, row_begin, row_end);
     } else {
         walk_rows<VecDotTile<P>, 1, 1>(task, row_begin, row_end);
     }

@@ -125,7 +125,7 @@ void round_row_bf16(const float* x, std::uint16_t* y, std::size_t n) {
 
 void q8_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
     if (task.n_tokens == 1) walk_rows<Q8_0Tile, 4, 1>(task, row_begin, row_end);
-    else walk_rows<Q8_0Tile, 2, 4>(task, row_begin, row_end);
+    else if (!q8_0_prompt_rows(task, row_begin, row_end)) walk_rows<Q8_0Tile, 2, 4>(task, row_begin, row_end);
 }
 
 }  // namespace ember::kernels::fast::avx2

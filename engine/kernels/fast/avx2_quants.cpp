@@ -1,6 +1,6 @@
 // The AVX2 products of the quantized formats (compiled with -mavx2 -mfma -mf16c; see
 // variant_kernels.hpp for the rules of a variant translation unit): Q4_0, Q4_K and Q6_K,
-// and Q4_1, Q5_1, Q2_K, Q3_K, Q5_K, Q5_0 below them. They compute what scalar_quants.cpp
+// and Q5_0 below them (Q2_K, Q3_K, Q5_K, Q4_1, Q5_1: avx2_quants_low.cpp). They compute what scalar_quants.cpp
 // computes, with llama.cpp's own instruction sequence
 // (ggml_vec_dot_q4_0_q8_0, _q4_K_q8_K, _q6_K_q8_K, ..., AVX2 branch): maddubs / madd give lane
 // i of each 32-byte chunk its elements 4i..4i+3 exactly in int32, then the per-block
@@ -12,6 +12,7 @@
 #include "kernels/fast/intrinsics.hpp"
 
 #include "kernels/fast/avx2_common.hpp"
+#include "kernels/fast/prefetch.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 
 namespace ember::kernels::fast::avx2 {
@@ -23,7 +24,7 @@ float half(std::uint16_t h) { return _cvtsh_ss(h); }
 struct Acc {
     __m256 lanes;
     __m128 min_lanes;  // Q4_K's min terms
-    float mins;        // Q4_1 / Q5_1 / Q5_K: the offset or min terms, added after the fold
+    float mins;        // unused here (the formats with min terms are in avx2_quants_low.cpp)
 };
 
 // ---- Q4_0 x Q8_0: acc = fma(d_w * d_a, (float)lane sums, acc)
@@ -147,8 +148,7 @@ struct Q6_K {
     static float finish(const Acc& acc) { return avx2_fold8(acc.lanes); }
 };
 
-// ---- Q4_1 / Q5_1 x Q8_1: acc = fma(d_w * d_a, (float)lane sums, acc) on unsigned quants,
-// and the offset mins = fma(m_w, s_a, mins), added after the fold
+// The 32 nibbles of a legacy block, elements 0..31 (low nibbles, then high).
 __m256i q4_1_nibbles(const std::uint8_t* qs) {
     const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes), _mm256_set1_epi8(0xF));
@@ -164,154 +164,6 @@ __m256i bytes_from_bits_32(const std::uint8_t* bits) {
     const __m256i one_bit_clear = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
     return _mm256_cmpeq_epi8(_mm256_or_si256(spread, one_bit_clear), _mm256_set1_epi64x(-1));
 }
-
-template <typename B, bool kFifthBit>
-struct Legacy1 {
-    using Block = B;
-    using Act = BlockQ8_1;
-    static constexpr std::size_t kBlock = 32;
-    struct W {
-        __m256i q;  // elements 0..31, unsigned (0..15 or 0..31)
-        float d, m;
-    };
-    static void load(const Block& b, W& u) {
-        u.q = q4_1_nibbles(b.qs);
-        if constexpr (kFifthBit) {
-            u.q = _mm256_or_si256(u.q, _mm256_and_si256(bytes_from_bits_32(b.qh), _mm256_set1_epi8(0x10)));
-        }
-        u.d = half(b.d);
-        u.m = half(b.m);
-    }
-    static void step(const W& u, const Block&, const Act& a, Acc& acc) {
-        acc.mins = __builtin_fmaf(u.m, half(a.s), acc.mins);
-        const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
-        const __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(u.q, qa), _mm256_set1_epi16(1)));
-        acc.lanes = _mm256_fmadd_ps(_mm256_set1_ps(u.d * half(a.d)), s, acc.lanes);
-    }
-    static float finish(const Acc& acc) { return avx2_fold8(acc.lanes) + acc.mins; }
-};
-using Q4_1 = Legacy1<BlockQ4_1, false>;
-using Q5_1 = Legacy1<BlockQ5_1, true>;
-
-// Sum of 32-element chunk c of the K-quants: madd(scales of its two halves, maddubs(q, a)).
-__m256i chunk_dot(__m256i q, __m256i scale, const std::int8_t* a) {
-    return _mm256_madd_epi16(scale, _mm256_maddubs_epi16(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))));
-}
-// int16 lanes 0-7 (the chunk's first 16 elements) one scale, lanes 8-15 the next
-__m256i half_scales(int first, int second) {
-    return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(second)), _mm_set1_epi16(static_cast<short>(first)));
-}
-// Chunk c of Q2_K / Q3_K's 2-bit quants: qs[32 (c / 4) + l] >> 2 (c % 4), 0..3
-__m256i two_bit_chunk(const std::uint8_t* qs, int c) {
-    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (c / 4)));
-    return _mm256_and_si256(_mm256_srli_epi16(bits, 2 * (c % 4)), _mm256_set1_epi8(3));
-}
-
-// ---- Q2_K x Q8_K: acc_i = fma(dmin, m[2i] bsum[2i] + m[2i+1] bsum[2i+1], acc_i), then
-// acc_i = fma(d, lane sums of scale * q, acc_i)
-struct Q2_K {
-    using Block = BlockQ2_K;
-    using Act = BlockQ8_K;
-    static constexpr std::size_t kBlock = 256;
-    struct W {
-        __m256i q[8];      // 32-element chunks, 0..3
-        __m256i scale[8];  // int16 sub-block scales of each chunk's halves
-        __m256i mins16;    // the sixteen mins as int16
-    };
-    static void load(const Block& b, W& u) {
-        for (int c = 0; c < 8; ++c) {
-            u.q[c] = two_bit_chunk(b.qs, c);
-            u.scale[c] = half_scales(b.scales[2 * c] & 0xF, b.scales[2 * c + 1] & 0xF);
-        }
-        const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
-        u.mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(0xF)));
-    }
-    static void step(const W& u, const Block& b, const Act& a, Acc& acc) {
-        const float d = a.d * half(b.d);
-        const float dmin = -a.d * half(b.dmin);
-        const __m256i prod = _mm256_madd_epi16(u.mins16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)));
-        acc.lanes = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(prod), acc.lanes);
-        __m256i sumi = _mm256_setzero_si256();
-        for (int c = 0; c < 8; ++c) sumi = _mm256_add_epi32(sumi, chunk_dot(u.q[c], u.scale[c], a.qs + 32 * c));
-        acc.lanes = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc.lanes);
-    }
-    static float finish(const Acc& acc) { return avx2_fold8(acc.lanes); }
-};
-
-// ---- Q3_K x Q8_K: acc_i = fma(d, lane sums of (scale - 32) (q - 4 !hbit), acc_i); the
-// pair sums as maddubs(q, a) - maddubs(4 !hbit, a), as llama.cpp forms them
-struct Q3_K {
-    using Block = BlockQ3_K;
-    using Act = BlockQ8_K;
-    static constexpr std::size_t kBlock = 256;
-    struct W {
-        __m256i low[8];    // the 2-bit quants, 0..3
-        __m256i minus[8];  // 4 where the high bit is clear, else 0
-        __m256i scale[8];  // int16 (scale - 32) of each chunk's halves
-    };
-    static void load(const Block& b, W& u) {
-        const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
-        for (int c = 0; c < 8; ++c) {
-            u.low[c] = two_bit_chunk(b.qs, c);
-            const __m256i clear = _mm256_andnot_si256(_mm256_srli_epi16(hbits, c), _mm256_set1_epi8(1));
-            u.minus[c] = _mm256_slli_epi16(clear, 2);
-            u.scale[c] = half_scales(q3_k_scale(b.scales, 2 * c) - 32, q3_k_scale(b.scales, 2 * c + 1) - 32);
-        }
-    }
-    static void step(const W& u, const Block& b, const Act& a, Acc& acc) {
-        const float d = a.d * half(b.d);
-        __m256i sumi = _mm256_setzero_si256();
-        for (int c = 0; c < 8; ++c) {
-            const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 32 * c));
-            const __m256i pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(u.low[c], qa), _mm256_maddubs_epi16(u.minus[c], qa));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(u.scale[c], pairs));
-        }
-        acc.lanes = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc.lanes);
-    }
-    static float finish(const Acc& acc) { return avx2_fold8(acc.lanes); }
-};
-
-// ---- Q5_K x Q8_K: mins = fma(dmin, (float)sum_k m[k] B[k], mins) (B: 32-element sums,
-// an exact int), acc_i = fma(d, lane sums of scale * q, acc_i); fold(acc) + mins
-struct Q5_K {
-    using Block = BlockQ5_K;
-    using Act = BlockQ8_K;
-    static constexpr std::size_t kBlock = 256;
-    struct W {
-        __m256i q[8];      // sub-block c (= chunk c), 0..31
-        __m256i scale[8];  // its scale in every int16 lane
-        __m128i mins;      // the eight mins as int16
-    };
-    static void load(const Block& b, W& u) {
-        std::int16_t mn[8];
-        const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
-        for (int c = 0; c < 8; ++c) {
-            int s, m;
-            k4_scale_min(b.scales, c, s, m);
-            mn[c] = static_cast<std::int16_t>(m);
-            u.scale[c] = _mm256_set1_epi16(static_cast<short>(s));
-            const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (c / 2)));
-            const __m256i low = _mm256_and_si256(_mm256_srli_epi16(bits, 4 * (c % 2)), _mm256_set1_epi8(0xF));
-            const __m256i high = _mm256_and_si256(_mm256_srli_epi16(hbits, c), _mm256_set1_epi8(1));
-            u.q[c] = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
-        }
-        u.mins = _mm_loadu_si128(reinterpret_cast<const __m128i*>(mn));
-    }
-    static void step(const W& u, const Block& b, const Act& a, Acc& acc) {
-        const float d = a.d * half(b.d);
-        const float dmin = -a.d * half(b.dmin);
-        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
-        const __m128i sub_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
-        __m128i prod = _mm_madd_epi16(u.mins, sub_sums);
-        prod = _mm_hadd_epi32(prod, prod);
-        prod = _mm_hadd_epi32(prod, prod);
-        acc.mins = __builtin_fmaf(dmin, static_cast<float>(_mm_cvtsi128_si32(prod)), acc.mins);
-        __m256i sumi = _mm256_setzero_si256();
-        for (int c = 0; c < 8; ++c) sumi = _mm256_add_epi32(sumi, chunk_dot(u.q[c], u.scale[c], a.qs + 32 * c));
-        acc.lanes = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc.lanes);
-    }
-    static float finish(const Acc& acc) { return avx2_fold8(acc.lanes) + acc.mins; }
-};
 
 // ---- Q5_0 x Q8_0: Q4_0's product on q = nibble | 0xF0 where the fifth bit is clear
 // (nibble + 16 * bit - 16 as int8), as llama.cpp forms it
@@ -347,7 +199,10 @@ struct QuantTile {
         Acc acc[R][T];
         for (int r = 0; r < R; ++r)
             for (int t = 0; t < T; ++t) acc[r][t] = {_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
+        // decode streams each row once: the next tile's rows are pulled into L1 meanwhile
+        const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, n_blocks);
         for (std::size_t b = 0; b < n_blocks; ++b) {
+            prefetch(b);
             typename F::W u[R];
             for (int r = 0; r < R; ++r) F::load(w[r][b], u[r]);
             for (int t = 0; t < T; ++t)
@@ -366,14 +221,21 @@ void quant_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_e
 
 }  // namespace
 
-void q4_0_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { quant_rows<Q4_0>(t, r0, r1); }
-void q4_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { quant_rows<Q4_K>(t, r0, r1); }
-void q6_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { quant_rows<Q6_K>(t, r0, r1); }
-void q4_1_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { quant_rows<Q4_1>(t, r0, r1); }
-void q5_1_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { quant_rows<Q5_1>(t, r0, r1); }
-void q2_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { quant_rows<Q2_K>(t, r0, r1); }
-void q3_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { quant_rows<Q3_K>(t, r0, r1); }
-void q5_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { quant_rows<Q5_K>(t, r0, r1); }
-void q5_0_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { quant_rows<Q5_0>(t, r0, r1); }
+void q4_0_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) {
+    if (t.n_tokens == 1 || !q4_0_prompt_rows(t, r0, r1)) quant_rows<Q4_0>(t, r0, r1);
+}
+void q4_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) {
+    // decode: 2-row tiles (a super-block's unpack of 4 rows spills AVX2's 16 registers)
+    if (t.n_tokens == 1) walk_rows<QuantTile<Q4_K>, 2, 1>(t, r0, r1);
+    else if (!q4_k_prompt_rows(t, r0, r1)) quant_rows<Q4_K>(t, r0, r1);
+}
+void q6_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) {
+    // decode: 2-row tiles (a super-block's unpack of 4 rows spills AVX2's 16 registers)
+    if (t.n_tokens == 1) walk_rows<QuantTile<Q6_K>, 2, 1>(t, r0, r1);
+    else if (!q6_k_prompt_rows(t, r0, r1)) quant_rows<Q6_K>(t, r0, r1);
+}
+void q5_0_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) {
+    if (t.n_tokens == 1 || !q5_0_prompt_rows(t, r0, r1)) quant_rows<Q5_0>(t, r0, r1);
+}
 
 }  // namespace ember::kernels::fast::avx2

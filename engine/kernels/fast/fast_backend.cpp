@@ -9,7 +9,7 @@
 #include "kernels/kernel_names.hpp"
 #include "kernels/fast/attention.hpp"
 #include "kernels/fast/matmul.hpp"
-#include "kernels/fast/ops.hpp"
+#include "kernels/fast/row_ops.hpp"
 #include "kernels/fast/thread_pool.hpp"
 #include "kernels/reference/kernels.hpp"
 

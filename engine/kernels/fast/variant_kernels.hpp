@@ -60,7 +60,8 @@ void softmax_row(float* scores, std::size_t n, float scale);
 void weighted_sum_f32(const WeightedSumTask& task);
 void weighted_sum_f16(const WeightedSumTask& task);
 
-// avx2_quants.cpp: the same bits as the scalar products of these formats
+// avx2_quants.cpp (Q4_0, Q4_K, Q6_K, Q5_0) and avx2_quants_low.cpp (Q4_1, Q5_1, Q2_K,
+// Q3_K, Q5_K): the same bits as the scalar products of these formats
 void q4_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void q4_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void q6_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
@@ -70,6 +71,15 @@ void q2_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t
 void q3_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void q5_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void q5_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+// avx2_q8_0_prompt.cpp: the prompt (2+ tokens) products of Q8_0, Q4_0 and Q5_0 on int16
+// operands widened once per slab; false (nothing computed) for rows too wide for them
+bool q8_0_prompt_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+bool q4_0_prompt_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+bool q5_0_prompt_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+// avx2_kquant_prompt.cpp: the prompt products of Q4_K and Q6_K on rows unpacked once per
+// slab; false (nothing computed) for rows too wide for a slab
+bool q4_k_prompt_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+bool q6_k_prompt_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 }  // namespace avx2
 
 namespace avx512 {  // avx2 flags + -mavx512f -mavx512bw -mavx512vl -mavx512dq

@@ -1,4 +1,4 @@
-#include "kernels/fast/ops.hpp"
+#include "kernels/fast/row_ops.hpp"
 
 #include <algorithm>
 #include <cmath>

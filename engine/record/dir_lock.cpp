@@ -1,4 +1,4 @@
-#include "common/dir_lock.hpp"
+#include "record/dir_lock.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>

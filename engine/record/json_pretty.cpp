@@ -1,6 +1,6 @@
-#include "common/json_pretty.hpp"
+#include "record/json_pretty.hpp"
 
-#include "common/strict_json.hpp"
+#include "record/strict_json.hpp"
 
 #include <boost/json/serialize.hpp>
 

@@ -1,4 +1,4 @@
-#include "extract/partial_file.hpp"
+#include "record/partial_file.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "models/attention.hpp"
+#include "models/attention_block.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "extract/run_directory.hpp"
+#include "record/run_directory.hpp"
 
 #include <ember/manifest_seal.hpp>
 #include <ember/npy.hpp>
@@ -22,10 +22,10 @@
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
-#include "common/json_pretty.hpp"
+#include "record/json_pretty.hpp"
 #include "common/output_path.hpp"
-#include "common/strict_parse.hpp"
-#include "common/sha256.hpp"
+#include "record/strict_parse.hpp"
+#include "common/sha256_file.hpp"
 
 namespace ember::extract {
 namespace {

@@ -1,4 +1,4 @@
-#include "extract/inputs_record.hpp"
+#include "record/inputs_record.hpp"
 
 #include <fmt/format.h>
 
@@ -13,8 +13,8 @@
 #include "common/digest_cache.hpp"
 #include "common/error.hpp"
 #include "common/output_path.hpp"
-#include "extract/run_directory.hpp"
-#include "extract/verify.hpp"
+#include "record/run_directory.hpp"
+#include "record/verify.hpp"
 
 namespace ember::extract {
 namespace {

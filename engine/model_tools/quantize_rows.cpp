@@ -1,9 +1,10 @@
 // Each function follows its ggml-quants.c counterpart line by line (the same float
 // operations in the same order; built with -ffp-contract=off like llama.cpp's baseline
 // ggml-base), so the bytes agree.
-#include "kernels/quantize_rows.hpp"
+#include "model_tools/quantize_rows.hpp"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 
@@ -11,23 +12,115 @@
 
 #include "common/error.hpp"
 #include "kernels/float16.hpp"
-#include "kernels/weight_format.hpp"
+#include "model_tools/quantize_search.hpp"
 
-namespace ember::kernels {
+namespace ember::model_tools {
 
 using gguf::GgmlType;
+using kernels::BlockQ2_K;
+using kernels::BlockQ3_K;
+using kernels::BlockQ4_0;
+using kernels::BlockQ4_1;
+using kernels::BlockQ4_K;
+using kernels::BlockQ5_1;
+using kernels::BlockQ5_K;
+using kernels::BlockQ6_K;
+using kernels::BlockQ8_0;
+using kernels::kQK;
+using kernels::kQK_K;
+using kernels::fp32_to_bf16;
+using kernels::fp32_to_fp16;
+using kernels::fp16_to_fp32;
 
-namespace {
+namespace detail {
 
-constexpr float kGroupMaxEps = 1e-15f;  // GROUP_MAX_EPS
-
-// nearest_int: round half to even through the 1.5 * 2^23 trick.
 int nearest_int(float x) {
     const float shifted = x + 12582912.0f;
     std::uint32_t bits;
     std::memcpy(&bits, &shifted, 4);
     return static_cast<int>(bits & 0x007FFFFFu) - 0x00400000;
 }
+
+// The error is |diff| with use_mad (Q2_K), diff^2 without (Q4_K, Q5_K).
+float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, std::uint8_t* L, float* the_min,
+                       std::uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad) {
+    float min = x[0], max = x[0];
+    float sum_w = weights[0];
+    float sum_x = sum_w * x[0];
+    for (int i = 1; i < n; ++i) {
+        if (x[i] < min) min = x[i];
+        if (x[i] > max) max = x[i];
+        const float w = weights[i];
+        sum_w += w;
+        sum_x += w * x[i];
+    }
+    if (min > 0) min = 0;
+    if (max == min) {
+        for (int i = 0; i < n; ++i) L[i] = 0;
+        *the_min = -min;
+        return 0.f;
+    }
+    float iscale = static_cast<float>(nmax) / (max - min);
+    float scale = 1 / iscale;
+    float best_error = 0;
+    for (int i = 0; i < n; ++i) {
+        const int l = nearest_int(iscale * (x[i] - min));
+        L[i] = static_cast<std::uint8_t>(std::max(0, std::min(nmax, l)));
+        float diff = scale * static_cast<float>(L[i]) + min - x[i];
+        diff = use_mad ? std::fabs(diff) : diff * diff;
+        best_error += weights[i] * diff;
+    }
+    if (nstep < 1) {
+        *the_min = -min;
+        return scale;
+    }
+    for (int is = 0; is <= nstep; ++is) {
+        iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = nearest_int(iscale * (x[i] - min));
+            l = std::max(0, std::min(nmax, l));
+            Laux[i] = static_cast<std::uint8_t>(l);
+            const float w = weights[i];
+            const float fl = static_cast<float>(l);
+            sum_l += w * fl;
+            sum_l2 += w * fl * fl;
+            sum_xl += w * fl * x[i];
+        }
+        const float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (D > 0) {
+            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+            if (this_min > 0) {
+                this_min = 0;
+                this_scale = sum_xl / sum_l2;
+            }
+            float cur_error = 0;
+            for (int i = 0; i < n; ++i) {
+                float diff = this_scale * static_cast<float>(Laux[i]) + this_min - x[i];
+                diff = use_mad ? std::fabs(diff) : diff * diff;
+                cur_error += weights[i] * diff;
+            }
+            if (cur_error < best_error) {
+                for (int i = 0; i < n; ++i) L[i] = Laux[i];
+                best_error = cur_error;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    *the_min = -min;
+    return scale;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::kGroupMaxEps;
+using detail::make_qkx2_quants;
+using detail::nearest_int;
+
 
 // make_qx_quants(n, nmax, x, L, rmse_type = 1, qw = NULL): the weights are x^2.
 float make_qx_quants_rmse1(int n, int nmax, const float* x, std::int8_t* L) {
@@ -78,72 +171,13 @@ float make_qx_quants_rmse1(int n, int nmax, const float* x, std::int8_t* L) {
     return scale;
 }
 
-// make_qkx2_quants(n, nmax, x, weights, L, the_min, Laux, rmin, rdelta, nstep, use_mad = false)
-float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, std::uint8_t* L, float* the_min,
-                       std::uint8_t* Laux, float rmin, float rdelta, int nstep) {
-    float min = x[0], max = x[0];
-    float sum_w = weights[0];
-    float sum_x = sum_w * x[0];
-    for (int i = 1; i < n; ++i) {
-        if (x[i] < min) min = x[i];
-        if (x[i] > max) max = x[i];
-        const float w = weights[i];
-        sum_w += w;
-        sum_x += w * x[i];
-    }
-    if (min > 0) min = 0;
-    if (max == min) {
-        for (int i = 0; i < n; ++i) L[i] = 0;
-        *the_min = -min;
-        return 0.f;
-    }
-    float iscale = static_cast<float>(nmax) / (max - min);
-    float scale = 1 / iscale;
-    float best_error = 0;
-    for (int i = 0; i < n; ++i) {
-        const int l = nearest_int(iscale * (x[i] - min));
-        L[i] = static_cast<std::uint8_t>(std::max(0, std::min(nmax, l)));
-        float diff = scale * static_cast<float>(L[i]) + min - x[i];
-        diff = diff * diff;
-        best_error += weights[i] * diff;
-    }
-    for (int is = 0; is <= nstep; ++is) {
-        iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
-        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-        for (int i = 0; i < n; ++i) {
-            int l = nearest_int(iscale * (x[i] - min));
-            l = std::max(0, std::min(nmax, l));
-            Laux[i] = static_cast<std::uint8_t>(l);
-            const float w = weights[i];
-            const float fl = static_cast<float>(l);
-            sum_l += w * fl;
-            sum_l2 += w * fl * fl;
-            sum_xl += w * fl * x[i];
-        }
-        const float D = sum_w * sum_l2 - sum_l * sum_l;
-        if (D > 0) {
-            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-            if (this_min > 0) {
-                this_min = 0;
-                this_scale = sum_xl / sum_l2;
-            }
-            float cur_error = 0;
-            for (int i = 0; i < n; ++i) {
-                float diff = this_scale * static_cast<float>(Laux[i]) + this_min - x[i];
-                diff = diff * diff;
-                cur_error += weights[i] * diff;
-            }
-            if (cur_error < best_error) {
-                for (int i = 0; i < n; ++i) L[i] = Laux[i];
-                best_error = cur_error;
-                scale = this_scale;
-                min = this_min;
-            }
-        }
-    }
-    *the_min = -min;
-    return scale;
+template <class Block, class Quantize>
+std::vector<std::byte> rows_of(std::span<const float> values, std::size_t row_length, std::size_t block, Quantize q) {
+    const std::size_t rows = values.size() / row_length;
+    std::vector<std::byte> out(values.size() / block * sizeof(Block));
+    auto* blocks = reinterpret_cast<Block*>(out.data());
+    for (std::size_t r = 0; r < rows; ++r) q(values.data() + r * row_length, blocks + r * (row_length / block), row_length);
+    return out;
 }
 
 }  // namespace
@@ -185,6 +219,54 @@ void quantize_row_q4_0_file_rule(const float* x, BlockQ4_0* y, std::size_t n) {
     }
 }
 
+// quantize_row_q4_1_ref / quantize_row_q5_1_ref: d = (max - min) / (2^bits - 1), m = min,
+// q = (x - min) / d + 0.5 truncated (Q4_1 capped at 15 through an int8 cast).
+void quantize_row_q4_1_file_rule(const float* x, BlockQ4_1* y, std::size_t n) {
+    for (std::size_t b = 0; b < n / kQK; ++b) {
+        const float* xb = x + b * kQK;
+        float min = FLT_MAX, max = -FLT_MAX;
+        for (std::size_t j = 0; j < kQK; ++j) {
+            if (xb[j] < min) min = xb[j];
+            if (xb[j] > max) max = xb[j];
+        }
+        const float d = (max - min) / ((1 << 4) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[b].d = fp32_to_fp16(d);
+        y[b].m = fp32_to_fp16(min);
+        for (int j = 0; j < 16; ++j) {
+            const float x0 = (xb[j] - min) * id;
+            const float x1 = (xb[j + 16] - min) * id;
+            const auto q0 = static_cast<std::uint8_t>(std::min(15, static_cast<int>(static_cast<std::int8_t>(x0 + 0.5f))));
+            const auto q1 = static_cast<std::uint8_t>(std::min(15, static_cast<int>(static_cast<std::int8_t>(x1 + 0.5f))));
+            y[b].qs[j] = static_cast<std::uint8_t>(q0 | (q1 << 4));
+        }
+    }
+}
+
+void quantize_row_q5_1_file_rule(const float* x, BlockQ5_1* y, std::size_t n) {
+    for (std::size_t b = 0; b < n / kQK; ++b) {
+        const float* xb = x + b * kQK;
+        float min = FLT_MAX, max = -FLT_MAX;
+        for (std::size_t j = 0; j < kQK; ++j) {
+            if (xb[j] < min) min = xb[j];
+            if (xb[j] > max) max = xb[j];
+        }
+        const float d = (max - min) / ((1 << 5) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[b].d = fp32_to_fp16(d);
+        y[b].m = fp32_to_fp16(min);
+        std::uint32_t qh = 0;
+        for (int j = 0; j < 16; ++j) {
+            const auto q0 = static_cast<std::uint8_t>((xb[j] - min) * id + 0.5f);
+            const auto q1 = static_cast<std::uint8_t>((xb[j + 16] - min) * id + 0.5f);
+            y[b].qs[j] = static_cast<std::uint8_t>((q0 & 0x0F) | ((q1 & 0x0F) << 4));
+            qh |= ((q0 & 0x10u) >> 4) << j;
+            qh |= ((q1 & 0x10u) >> 4) << (j + 16);
+        }
+        std::memcpy(y[b].qh, &qh, sizeof qh);
+    }
+}
+
 // quantize_row_q4_K_ref
 void quantize_row_q4_K_file_rule(const float* x, BlockQ4_K* y, std::size_t n) {
     for (std::size_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
@@ -196,7 +278,7 @@ void quantize_row_q4_K_file_rule(const float* x, BlockQ4_K* y, std::size_t n) {
             for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
             const float av_x = std::sqrt(sum_x2 / 32);
             for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
-            scales[j] = make_qkx2_quants(32, 15, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -1.f, 0.1f, 20);
+            scales[j] = make_qkx2_quants(32, 15, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -1.f, 0.1f, 20, false);
             if (scales[j] > max_scale) max_scale = scales[j];
             if (mins[j] > max_min) max_min = mins[j];
         }
@@ -219,7 +301,7 @@ void quantize_row_q4_K_file_rule(const float* x, BlockQ4_K* y, std::size_t n) {
         y[i].dmin = fp32_to_fp16(max_min / 63.f);
         for (int j = 0; j < 8; ++j) {
             int sc, m;
-            k4_scale_min(y[i].scales, j, sc, m);
+            kernels::k4_scale_min(y[i].scales, j, sc, m);
             const float d = fp16_to_fp32(y[i].d) * static_cast<float>(sc);
             if (!d) continue;
             const float dm = fp16_to_fp32(y[i].dmin) * static_cast<float>(m);
@@ -283,43 +365,42 @@ void quantize_row_q6_K_file_rule(const float* x, BlockQ6_K* y, std::size_t n) {
 namespace {
 
 // F16 or BF16 values, rounded one by one.
-void halves(const float* x, std::byte* out, std::size_t n, std::uint16_t (*round)(float)) {
-    for (std::size_t i = 0; i < n; ++i) {
-        const std::uint16_t h = round(x[i]);
-        std::memcpy(out + 2 * i, &h, 2);
+std::vector<std::byte> halves(std::span<const float> values, std::uint16_t (*round)(float)) {
+    std::vector<std::byte> out(values.size() * 2);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        const std::uint16_t h = round(values[i]);
+        std::memcpy(out.data() + 2 * i, &h, 2);
     }
+    return out;
 }
 
 }  // namespace
 
-void quantize_row_f16(const float* x, std::byte* out, std::size_t n) { halves(x, out, n, fp32_to_fp16); }
-void quantize_row_bf16(const float* x, std::byte* out, std::size_t n) { halves(x, out, n, fp32_to_bf16); }
-void quantize_row_q8_0(const float* x, std::byte* out, std::size_t n) {
-    quantize_row_q8_0_file_rule(x, reinterpret_cast<BlockQ8_0*>(out), n);
-}
-void quantize_row_q4_0(const float* x, std::byte* out, std::size_t n) {
-    quantize_row_q4_0_file_rule(x, reinterpret_cast<BlockQ4_0*>(out), n);
-}
-void quantize_row_q4_K(const float* x, std::byte* out, std::size_t n) {
-    quantize_row_q4_K_file_rule(x, reinterpret_cast<BlockQ4_K*>(out), n);
-}
-void quantize_row_q6_K(const float* x, std::byte* out, std::size_t n) {
-    quantize_row_q6_K_file_rule(x, reinterpret_cast<BlockQ6_K*>(out), n);
-}
-
 bool can_write_type(GgmlType type) {
-    const WeightFormat* f = find_weight_format(type);
-    return f && f->quantize_row;
+    switch (type) {
+        case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q2_K:
+        case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: case GgmlType::F16:
+        case GgmlType::BF16: return true;
+        default: return false;
+    }
 }
 
 std::vector<std::byte> quantize_rows(GgmlType type, std::span<const float> values, std::size_t row_length) {
-    const WeightFormat* f = find_weight_format(type);
-    if (!f || !f->quantize_row) throw Error(fmt::format("ember cannot write {} tensors", gguf::type_name(type)));
-    const std::size_t rows = values.size() / row_length;
-    const std::size_t row_bytes = format_row_bytes(f->block_size, f->block_bytes, row_length);
-    std::vector<std::byte> out(rows * row_bytes);
-    for (std::size_t r = 0; r < rows; ++r) f->quantize_row(values.data() + r * row_length, out.data() + r * row_bytes, row_length);
-    return out;
+    switch (type) {
+        case GgmlType::Q8_0: return rows_of<BlockQ8_0>(values, row_length, kQK, quantize_row_q8_0_file_rule);
+        case GgmlType::Q4_0: return rows_of<BlockQ4_0>(values, row_length, kQK, quantize_row_q4_0_file_rule);
+        case GgmlType::Q4_1: return rows_of<BlockQ4_1>(values, row_length, kQK, quantize_row_q4_1_file_rule);
+        case GgmlType::Q5_1: return rows_of<BlockQ5_1>(values, row_length, kQK, quantize_row_q5_1_file_rule);
+        case GgmlType::Q2_K: return rows_of<BlockQ2_K>(values, row_length, kQK_K, quantize_row_q2_K_file_rule);
+        case GgmlType::Q3_K: return rows_of<BlockQ3_K>(values, row_length, kQK_K, quantize_row_q3_K_file_rule);
+        case GgmlType::Q4_K: return rows_of<BlockQ4_K>(values, row_length, kQK_K, quantize_row_q4_K_file_rule);
+        case GgmlType::Q5_K: return rows_of<BlockQ5_K>(values, row_length, kQK_K, quantize_row_q5_K_file_rule);
+        case GgmlType::Q6_K: return rows_of<BlockQ6_K>(values, row_length, kQK_K, quantize_row_q6_K_file_rule);
+        case GgmlType::F16: return halves(values, fp32_to_fp16);
+        case GgmlType::BF16: return halves(values, fp32_to_bf16);
+        default: break;
+    }
+    throw Error(fmt::format("ember cannot write {} tensors", gguf::type_name(type)));
 }
 
-}  // namespace ember::kernels
+}  // namespace ember::model_tools

@@ -1,4 +1,4 @@
-#include "extract/selection.hpp"
+#include "extract/resolved_selection.hpp"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
 // Writing a run directory (docs/formats.md, "Extraction run directory"). One run per
 // directory:
-//   - opening takes an exclusive lock on the directory (common/dir_lock.hpp): a second
+//   - opening takes an exclusive lock on the directory (record/dir_lock.hpp): a second
 //     writer fails at once with DirectoryInUse naming the holder;
 //   - temporaries left by dead processes are removed (and staging directories beside it);
 //   - the directory itself must be a real directory or nothing (never a symbolic link, a
@@ -32,7 +32,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/dir_lock.hpp"
+#include "record/dir_lock.hpp"
 #include "common/error.hpp"
 
 namespace ember::extract {

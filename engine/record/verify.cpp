@@ -1,4 +1,4 @@
-#include "extract/verify.hpp"
+#include "record/verify.hpp"
 
 #include <ember/npy.hpp>
 #include <fmt/format.h>
@@ -12,10 +12,10 @@
 #include <optional>
 #include <set>
 
-#include "common/sha256.hpp"
-#include "common/strict_json.hpp"
-#include "common/strict_parse.hpp"
-#include "extract/run_directory.hpp"
+#include "common/sha256_file.hpp"
+#include "record/strict_json.hpp"
+#include "record/strict_parse.hpp"
+#include "record/run_directory.hpp"
 
 namespace ember::extract {
 namespace {
@@ -214,7 +214,7 @@ public:
         for (auto it = fs::recursive_directory_iterator(dir_, ec); !ec && it != fs::end(it); it.increment(ec)) {
             if (it->is_directory(ec) && !it->is_symlink(ec)) continue;
             const std::string name = it->path().lexically_relative(dir_).generic_string();
-            // The lock record of a writer at work is not part of any run (common/dir_lock.hpp).
+            // The lock record of a writer at work is not part of any run (record/dir_lock.hpp).
             if (name == kManifestName || name == kLockRecordName || listed_.count(name)) continue;
             problem(name, "is not listed in the manifest (the seal covers every file of the directory)");
         }

@@ -1,4 +1,4 @@
-#include "common/strict_json.hpp"
+#include "record/strict_json.hpp"
 
 #include <ember/utf8.hpp>
 

@@ -1,4 +1,4 @@
-#include "common/strict_parse.hpp"
+#include "record/strict_parse.hpp"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
 // JSON for people: objects and arrays of objects one member per line, indented by two
 // spaces; arrays of scalars on one line. Used for --json output and manifests. Strict
-// JSON (common/strict_json.hpp): invalid UTF-8 and non-finite numbers are made safe first.
+// JSON (record/strict_json.hpp): invalid UTF-8 and non-finite numbers are made safe first.
 #pragma once
 
 #include <boost/json/value.hpp>

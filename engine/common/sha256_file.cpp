@@ -1,4 +1,4 @@
-#include "common/sha256.hpp"
+#include "common/sha256_file.hpp"
 
 #include <fstream>
 #include <vector>

@@ -13,7 +13,7 @@
 #include <optional>
 #include <utility>
 
-#include "common/selection.hpp"
+#include "plugin_support/site_selection.hpp"
 
 namespace ember_plugins {
 

@@ -1,0 +1,327 @@
+// The AVX2 products of Q2_K, Q3_K and Q5_K (and, at the end, Q4_1 and Q5_1), compiled
+// with -mavx2 -mfma -mf16c (see variant_kernels.hpp for the rules of a variant
+// translation unit). They compute what scalar_quants.cpp computes, with llama.cpp's own
+// instruction sequence (ggml_vec_dot_q2_K_q8_K, _q3_K_q8_K, _q5_K_q8_K, _q4_1_q8_1,
+// _q5_1_q8_1, AVX2 branch): maddubs / madd give lane i of each 32-byte chunk its
+// elements 4i..4i+3 exactly in int32, the chunks of a super-block are added as exact
+// int32, then the per-block fused multiply-adds and the final folds in the same order.
+// So every output has the portable variant's bits; backend_ops_test checks it.
+//
+// The K-quants stream: a weight super-block is unpacked one 32-element chunk at a time
+// (its quants and its two sub-block scales, two or three registers) and each chunk is
+// used at once for the tile's T tokens, so a tile's state is its T accumulators and T
+// int32 chunk sums, which fit AVX2's sixteen registers (one token for decode, four for
+// prompts). The per-output operations do not depend on the tile.
+#include "kernels/fast/intrinsics.hpp"
+
+#include "kernels/fast/avx2_common.hpp"
+#include "kernels/fast/variant_kernels.hpp"
+
+namespace ember::kernels::fast::avx2 {
+
+namespace {
+
+float half(std::uint16_t h) { return _cvtsh_ss(h); }
+
+struct Acc {
+    __m256 lanes;
+    float mins;  // Q5_K / Q4_1 / Q5_1: the min or offset terms, added after the fold
+};
+
+__m256i load256(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// Both 128-bit halves of `v` hold its low (kHigh = false) or high half.
+template <bool kHigh>
+__m256i broadcast_half(__m256i v) {
+    return _mm256_permute4x64_epi64(v, kHigh ? 0xEE : 0x44);
+}
+
+// int16 lanes 0-7 the scale of sub-block 2i of a register holding eight int16 scales in
+// each half, lanes 8-15 that of sub-block 2i + 1 (llama.cpp's get_scale_shuffle_q3k).
+template <int i>
+__m256i pair_scales(__m256i scales) {
+    const __m256i mask = _mm256_set_epi8(4 * i + 3, 4 * i + 2, 4 * i + 3, 4 * i + 2, 4 * i + 3, 4 * i + 2, 4 * i + 3,
+                                         4 * i + 2, 4 * i + 3, 4 * i + 2, 4 * i + 3, 4 * i + 2, 4 * i + 3, 4 * i + 2,
+                                         4 * i + 3, 4 * i + 2, 4 * i + 1, 4 * i, 4 * i + 1, 4 * i, 4 * i + 1, 4 * i,
+                                         4 * i + 1, 4 * i, 4 * i + 1, 4 * i, 4 * i + 1, 4 * i, 4 * i + 1, 4 * i, 4 * i + 1,
+                                         4 * i);
+    return _mm256_shuffle_epi8(scales, mask);
+}
+
+// Every int16 lane the scale of sub-block i (llama.cpp's get_scale_shuffle_k4).
+template <int i>
+__m256i one_scale(__m256i scales) {
+    return _mm256_shuffle_epi8(scales, _mm256_set1_epi16(static_cast<short>((2 * i + 1) << 8 | 2 * i)));
+}
+
+// Chunk c of Q2_K / Q3_K's 2-bit quants: qs[32 (c / 4) + l] >> 2 (c % 4), 0..3
+template <int c>
+__m256i two_bit_chunk(const std::uint8_t* qs) {
+    return _mm256_and_si256(_mm256_srli_epi16(load256(qs + 32 * (c / 4)), 2 * (c % 4)), _mm256_set1_epi8(3));
+}
+
+// ---- Q2_K x Q8_K: acc_i = fma(dmin, m[2i] bsum[2i] + m[2i+1] bsum[2i+1], acc_i), then
+// acc_i = fma(d, lane sums of scale * q, acc_i)
+struct Q2_K {
+    using Block = BlockQ2_K;
+    using Act = BlockQ8_K;
+    static constexpr std::size_t kBlock = 256;
+    struct Pre {
+        __m256i scales[2];  // sub-blocks 0-7, 8-15 as int16, in both halves
+        __m256i mins16;     // the sixteen mins as int16
+    };
+    struct Chunk {
+        __m256i q, scale;
+    };
+    static void prepare(const Block& b, Pre& p) {
+        const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+        const __m256i s16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc, _mm_set1_epi8(0xF)));
+        p.scales[0] = broadcast_half<false>(s16);
+        p.scales[1] = broadcast_half<true>(s16);
+        p.mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(0xF)));
+    }
+    static void begin(const Pre& p, const Block& b, const Act& a, Acc& acc) {
+        const float dmin = -a.d * half(b.dmin);
+        const __m256i prod = _mm256_madd_epi16(p.mins16, load256(a.bsums));
+        acc.lanes = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(prod), acc.lanes);
+    }
+    template <int c>
+    static Chunk chunk(const Pre& p, const Block& b) {
+        return {two_bit_chunk<c>(b.qs), pair_scales<c % 4>(p.scales[c / 4])};
+    }
+    static __m256i dot(const Chunk& k, const std::int8_t* a) {
+        return _mm256_madd_epi16(k.scale, _mm256_maddubs_epi16(k.q, load256(a)));
+    }
+    static void end(const Block& b, const Act& a, __m256i sumi, Acc& acc) {
+        const float d = a.d * half(b.d);
+        acc.lanes = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc.lanes);
+    }
+    static float finish(const Acc& acc) { return avx2_fold8(acc.lanes); }
+};
+
+// ---- Q3_K x Q8_K: acc_i = fma(d, lane sums of (scale - 32) (q - 4 !hbit), acc_i); the
+// pair sums as maddubs(q, a) - maddubs(4 !hbit, a), as llama.cpp forms them
+struct Q3_K {
+    using Block = BlockQ3_K;
+    using Act = BlockQ8_K;
+    static constexpr std::size_t kBlock = 256;
+    struct Pre {
+        __m256i scales[2];  // (scale - 32) of sub-blocks 0-7, 8-15 as int16, in both halves
+    };
+    struct Chunk {
+        __m256i low, minus, scale;  // the 2-bit quants, 4 where the high bit is clear
+    };
+    static void prepare(const Block& b, Pre& p) {
+        // the sixteen 6-bit scales (q3_k_scale) as llama.cpp's kmask shuffle forms them
+        std::uint32_t aux[3];
+        __builtin_memcpy(aux, b.scales, 12);
+        const std::uint32_t m2 = 0x0f0f0f0f, m1 = 0x03030303;
+        const __m128i s = _mm_set_epi32(static_cast<int>(((aux[1] >> 4) & m2) | (((aux[2] >> 6) & m1) << 4)),
+                                        static_cast<int>(((aux[0] >> 4) & m2) | (((aux[2] >> 4) & m1) << 4)),
+                                        static_cast<int>((aux[1] & m2) | (((aux[2] >> 2) & m1) << 4)),
+                                        static_cast<int>((aux[0] & m2) | ((aux[2] & m1) << 4)));
+        const __m256i s16 = _mm256_cvtepi8_epi16(_mm_sub_epi8(s, _mm_set1_epi8(32)));
+        p.scales[0] = broadcast_half<false>(s16);
+        p.scales[1] = broadcast_half<true>(s16);
+    }
+    static void begin(const Pre&, const Block&, const Act&, Acc&) {}
+    template <int c>
+    static Chunk chunk(const Pre& p, const Block& b) {
+        const __m256i clear = _mm256_andnot_si256(_mm256_srli_epi16(load256(b.hmask), c), _mm256_set1_epi8(1));
+        return {two_bit_chunk<c>(b.qs), _mm256_slli_epi16(clear, 2), pair_scales<c % 4>(p.scales[c / 4])};
+    }
+    static __m256i dot(const Chunk& k, const std::int8_t* a) {
+        const __m256i qa = load256(a);
+        const __m256i pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(k.low, qa), _mm256_maddubs_epi16(k.minus, qa));
+        return _mm256_madd_epi16(k.scale, pairs);
+    }
+    static void end(const Block& b, const Act& a, __m256i sumi, Acc& acc) {
+        const float d = a.d * half(b.d);
+        acc.lanes = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc.lanes);
+    }
+    static float finish(const Acc& acc) { return avx2_fold8(acc.lanes); }
+};
+
+// ---- Q5_K x Q8_K: mins = fma(dmin, (float)sum_k m[k] B[k], mins) (B: 32-element sums,
+// an exact int), acc_i = fma(d, lane sums of scale * q, acc_i); fold(acc) + mins
+struct Q5_K {
+    using Block = BlockQ5_K;
+    using Act = BlockQ8_K;
+    static constexpr std::size_t kBlock = 256;
+    struct Pre {
+        __m256i scales;  // the eight scales as int16, in both halves
+        __m128i mins;    // the eight mins as int16
+    };
+    struct Chunk {
+        __m256i q, scale;  // sub-block c (= chunk c), 0..31
+    };
+    static void prepare(const Block& b, Pre& p) {
+        // get_scale_min_k4 for all eight sub-blocks, as llama.cpp's kmask shuffle forms them
+        std::uint32_t u[4];
+        __builtin_memcpy(u, b.scales, 12);
+        const std::uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
+        u[3] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
+        const std::uint32_t mins_low = u[1] & k1;
+        u[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
+        u[2] = mins_low;
+        u[0] &= k1;
+        const __m256i both = _mm256_cvtepu8_epi16(_mm_set_epi32(static_cast<int>(u[3]), static_cast<int>(u[2]),
+                                                                static_cast<int>(u[1]), static_cast<int>(u[0])));
+        p.scales = broadcast_half<false>(both);
+        p.mins = _mm256_extracti128_si256(both, 1);
+    }
+    static void begin(const Pre& p, const Block& b, const Act& a, Acc& acc) {
+        const float dmin = -a.d * half(b.dmin);
+        const __m256i bsums = load256(a.bsums);
+        const __m128i sub_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+        __m128i prod = _mm_madd_epi16(p.mins, sub_sums);
+        prod = _mm_hadd_epi32(prod, prod);
+        prod = _mm_hadd_epi32(prod, prod);
+        acc.mins = __builtin_fmaf(dmin, static_cast<float>(_mm_cvtsi128_si32(prod)), acc.mins);
+    }
+    template <int c>
+    static Chunk chunk(const Pre& p, const Block& b) {
+        const __m256i low = _mm256_and_si256(_mm256_srli_epi16(load256(b.qs + 32 * (c / 2)), 4 * (c % 2)),
+                                             _mm256_set1_epi8(0xF));
+        const __m256i high = _mm256_and_si256(_mm256_srli_epi16(load256(b.qh), c), _mm256_set1_epi8(1));
+        return {_mm256_or_si256(low, _mm256_slli_epi16(high, 4)), one_scale<c>(p.scales)};
+    }
+    static __m256i dot(const Chunk& k, const std::int8_t* a) {
+        return _mm256_madd_epi16(k.scale, _mm256_maddubs_epi16(k.q, load256(a)));
+    }
+    static void end(const Block& b, const Act& a, __m256i sumi, Acc& acc) {
+        const float d = a.d * half(b.d);
+        acc.lanes = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc.lanes);
+    }
+    static float finish(const Acc& acc) { return avx2_fold8(acc.lanes) + acc.mins; }
+};
+
+// Chunk c of one weight super-block against the tile's T tokens, then chunk c + 1.
+template <typename F, int T, int c>
+void chunks_from(const typename F::Pre& p, const typename F::Block& w, const typename F::Act* const* a, std::size_t b,
+                 __m256i* sumi) {
+    if constexpr (c < 8) {
+        const typename F::Chunk k = F::template chunk<c>(p, w);
+        for (int t = 0; t < T; ++t) sumi[t] = _mm256_add_epi32(sumi[t], F::dot(k, a[t][b].qs + 32 * c));
+        chunks_from<F, T, c + 1>(p, w, a, b, sumi);
+    }
+}
+
+// One weight row x T tokens (R = 1; the walk's row count), super-block by super-block.
+template <typename F>
+struct StreamTile {
+    template <int R, int T>
+    static void run(const MatmulTask& task, std::size_t r0, std::size_t t0) {
+        static_assert(R == 1);
+        const std::size_t n_blocks = task.cols / F::kBlock;
+        const auto* w = reinterpret_cast<const typename F::Block*>(task.weights + r0 * task.weight_row_bytes);
+        const typename F::Act* a[T];
+        for (int t = 0; t < T; ++t) a[t] = reinterpret_cast<const typename F::Act*>(task.acts + (t0 + t) * task.act_row_bytes);
+        Acc acc[T];
+        for (int t = 0; t < T; ++t) acc[t] = {_mm256_setzero_ps(), 0.0f};
+        for (std::size_t b = 0; b < n_blocks; ++b) {
+            typename F::Pre p;
+            F::prepare(w[b], p);
+            __m256i sumi[T];
+            for (int t = 0; t < T; ++t) {
+                F::begin(p, w[b], a[t][b], acc[t]);
+                sumi[t] = _mm256_setzero_si256();
+            }
+            chunks_from<F, T, 0>(p, w[b], a, b, sumi);
+            for (int t = 0; t < T; ++t) F::end(w[b], a[t][b], sumi[t], acc[t]);
+        }
+        for (int t = 0; t < T; ++t) task.out[(t0 + t) * task.out_stride + r0] = F::finish(acc[t]);
+    }
+};
+
+template <typename F>
+void stream_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
+    if (task.n_tokens == 1) walk_rows<StreamTile<F>, 1, 1>(task, row_begin, row_end);
+    else walk_rows<StreamTile<F>, 1, 4>(task, row_begin, row_end);
+}
+
+// ---- Q4_1 / Q5_1 x Q8_1: acc = fma(d_w * d_a, (float)lane sums, acc) on unsigned quants,
+// and the offset mins = fma(m_w, s_a, mins), added after the fold. A block is one
+// register, so tiles of several rows hold their blocks unpacked.
+__m256i q4_1_nibbles(const std::uint8_t* qs) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes), _mm256_set1_epi8(0xF));
+}
+
+// Byte j is 0xFF when bit j of the 32 bits at `bits` is set (llama.cpp's bytes_from_bits_32).
+__m256i bytes_from_bits_32(const std::uint8_t* bits) {
+    std::uint32_t x32;
+    __builtin_memcpy(&x32, bits, 4);
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(x32)),
+                                               _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                                                 0x0101010101010101, 0x0000000000000000));
+    const __m256i one_bit_clear = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
+    return _mm256_cmpeq_epi8(_mm256_or_si256(spread, one_bit_clear), _mm256_set1_epi64x(-1));
+}
+
+template <typename B, bool kFifthBit>
+struct Legacy1 {
+    using Block = B;
+    using Act = BlockQ8_1;
+    static constexpr std::size_t kBlock = 32;
+    struct W {
+        __m256i q;  // elements 0..31, unsigned (0..15 or 0..31)
+        float d, m;
+    };
+    static void load(const Block& b, W& u) {
+        u.q = q4_1_nibbles(b.qs);
+        if constexpr (kFifthBit) {
+            u.q = _mm256_or_si256(u.q, _mm256_and_si256(bytes_from_bits_32(b.qh), _mm256_set1_epi8(0x10)));
+        }
+        u.d = half(b.d);
+        u.m = half(b.m);
+    }
+    static void step(const W& u, const Act& a, Acc& acc) {
+        acc.mins = __builtin_fmaf(u.m, half(a.s), acc.mins);
+        const __m256i qa = load256(a.qs);
+        const __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(u.q, qa), _mm256_set1_epi16(1)));
+        acc.lanes = _mm256_fmadd_ps(_mm256_set1_ps(u.d * half(a.d)), s, acc.lanes);
+    }
+    static float finish(const Acc& acc) { return avx2_fold8(acc.lanes) + acc.mins; }
+};
+using Q4_1 = Legacy1<BlockQ4_1, false>;
+using Q5_1 = Legacy1<BlockQ5_1, true>;
+
+template <typename F>
+struct LegacyTile {
+    template <int R, int T>
+    static void run(const MatmulTask& task, std::size_t r0, std::size_t t0) {
+        const std::size_t n_blocks = task.cols / F::kBlock;
+        const typename F::Block* w[R];
+        const typename F::Act* a[T];
+        for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const typename F::Block*>(task.weights + (r0 + r) * task.weight_row_bytes);
+        for (int t = 0; t < T; ++t) a[t] = reinterpret_cast<const typename F::Act*>(task.acts + (t0 + t) * task.act_row_bytes);
+        Acc acc[R][T];
+        for (int r = 0; r < R; ++r)
+            for (int t = 0; t < T; ++t) acc[r][t] = {_mm256_setzero_ps(), 0.0f};
+        for (std::size_t b = 0; b < n_blocks; ++b) {
+            typename F::W u[R];
+            for (int r = 0; r < R; ++r) F::load(w[r][b], u[r]);
+            for (int t = 0; t < T; ++t)
+                for (int r = 0; r < R; ++r) F::step(u[r], a[t][b], acc[r][t]);
+        }
+        for (int r = 0; r < R; ++r)
+            for (int t = 0; t < T; ++t) task.out[(t0 + t) * task.out_stride + r0 + r] = F::finish(acc[r][t]);
+    }
+};
+
+template <typename F>
+void legacy_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
+    if (task.n_tokens == 1) walk_rows<LegacyTile<F>, 4, 1>(task, row_begin, row_end);
+    else walk_rows<LegacyTile<F>, 2, 4>(task, row_begin, row_end);
+}
+
+}  // namespace
+
+void q2_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { stream_rows<Q2_K>(t, r0, r1); }
+void q3_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { stream_rows<Q3_K>(t, r0, r1); }
+void q5_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { stream_rows<Q5_K>(t, r0, r1); }
+void q4_1_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { legacy_rows<Q4_1>(t, r0, r1); }
+void q5_1_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { legacy_rows<Q5_1>(t, r0, r1); }
+
+}  // namespace ember::kernels::fast::avx2

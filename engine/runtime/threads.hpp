@@ -1,0 +1,12 @@
+// How many threads a run uses.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ember::extract {
+
+// --threads / model.threads: 0 means every hardware thread.
+std::size_t effective_threads(std::uint32_t threads);
+
+}  // namespace ember::extract

@@ -32,15 +32,6 @@ namespace {
 namespace json = boost::json;
 namespace fs = std::filesystem;
 
-experiments::StopReason experiment_stop_reason(runtime::StopReason reason) {
-    switch (reason) {
-        case runtime::StopReason::MaxTokens: return experiments::StopReason::MaxTokens;
-        case runtime::StopReason::EndOfGeneration: return experiments::StopReason::EndOfGeneration;
-        case runtime::StopReason::Skipped: return experiments::StopReason::Skipped;
-    }
-    throw Error(fmt::format("the generation ended with stop reason {}, which the experiments' ABI has no code for",
-                            static_cast<int>(reason)));
-}
 
 // What the lifecycle services may do in this run: an extraction needs the evaluation.
 experiments::LifecyclePolicy lifecycle_policy(const config::RunConfig& config, const LoadedModel& model) {
@@ -340,7 +331,7 @@ private:
             session_->set_observer(observer);
         }
         if (runner_)
-            runner_->on_generation_complete(outcome_.result.tokens.size(), experiment_stop_reason(outcome_.result.stop_reason));
+            runner_->on_generation_complete(outcome_.result.tokens.size(), outcome_.result.stop_reason  /* one list: the ABI's code */);
         parts_.result = &outcome_.result;
         parts_.failed_during = "experiments";
         finish_runner();

@@ -300,11 +300,13 @@ auto checked(std::string_view what, Read&& read) -> decltype(read()) {
     }
 }
 
+// A name of the one stop-reason list (hooks/stop_reason.hpp) that ends a generation; any
+// other is refused, never read as max_tokens.
 runtime::StopReason stop_reason_from_name(std::string_view name) {
-    for (runtime::StopReason r :
-         {runtime::StopReason::MaxTokens, runtime::StopReason::EndOfGeneration, runtime::StopReason::Skipped})
-        if (runtime::stop_reason_name(r) == name) return r;
-    throw std::invalid_argument(fmt::format("unknown stop reason '{}'", name));
+    const std::optional<runtime::StopReason> r = hooks::stop_reason_from_name(name);
+    if (!r || *r == runtime::StopReason::Error || *r == runtime::StopReason::ContextFull)
+        throw std::invalid_argument(fmt::format("unknown stop reason '{}'", name));
+    return *r;
 }
 
 }  // namespace

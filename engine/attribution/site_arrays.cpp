@@ -98,7 +98,7 @@ json::array SiteArrays::write(extract::RunDirectoryWriter& writer, const std::st
     json::array entries;
     const std::size_t n = selection_.positions.size();
     for (const SiteArray& a : arrays_) {
-        const std::vector<std::size_t> shape{a.rows(n), a.cols};
+        const std::vector<std::size_t> shape = a.shape(n);
         for (const bool gradient : {true, false}) {
             const std::vector<float>& values = gradient ? a.gradient : a.activation;
             const std::string name = prefix + a.file_stem() + (gradient ? ".grad.npy" : ".npy");
@@ -113,13 +113,14 @@ json::array SiteArrays::write(extract::RunDirectoryWriter& writer, const std::st
                 {"shape", json::value_from(shape)},
                 {"dtype", "float32"},
                 {"rows", a.stage == Stage::AttentionPattern
-                             ? "n_head rows per prompt position: row i * n_head + h is head h of positions[i]"
+                             ? "prompt positions, in the order of 'positions': [i, h] is head h of positions[i]"
                              : "prompt positions, in the order of 'positions'"},
                 {"columns", a.stage == Stage::AttentionPattern ? "the prompt's positions 0 .. n_tokens - 1 (0 where masked)"
                             : a.stage == Stage::SaeFeatures    ? "the SAE's features (d_sae)"
                                                                : "the stage's features"},
                 {"values_sha256", extract::values_sha256(values)},
             };
+            if (a.stage == Stage::AttentionPattern) e["layout"] = "[positions, n_head, n_kv]";
             if (gradient) {
                 e["metric"] = metric;
                 e["metric_value"] = value;

@@ -2,9 +2,9 @@
 // the gradient summed over the run's evaluations, the activation it was taken at, and how
 // both are written (STAGE.layerN.grad.npy / STAGE.layerN.npy, manifest entries).
 //
-// Rows: one per selected prompt position, ascending (attention_pattern: n_head rows per
-// position, row i * n_head + h for head h, and the prompt's positions as columns), as
-// `ember extract` lays out the same stage.
+// Rows: one per selected prompt position, ascending (attention_pattern: [positions,
+// n_head, prompt positions], [i, h] head h of positions[i]; flat row i * n_head + h in
+// memory), as `ember extract` lays out the same stage.
 #pragma once
 
 #include <boost/json/array.hpp>
@@ -28,6 +28,11 @@ struct SiteArray {
     std::vector<float> activation;       // the same shape
 
     std::size_t rows(std::size_t positions) const { return positions * rows_per_position; }
+    // The file's shape: {positions, cols}, attention_pattern {positions, n_head, cols}.
+    std::vector<std::size_t> shape(std::size_t positions) const {
+        if (rows_per_position == 1) return {positions, cols};
+        return {positions, rows_per_position, cols};
+    }
     std::string file_stem() const;       // "after_layer.layer3", "before_logits"
 };
 

@@ -18,12 +18,17 @@ using Clock = std::chrono::steady_clock;
 
 using hooks::index_of;
 
-// plugin.h's family codes are the registry's Family values (models/family.hpp).
-static_assert(static_cast<std::uint32_t>(models::Family::Llama) == EMBER_FAMILY_LLAMA &&
-                  static_cast<std::uint32_t>(models::Family::Qwen3) == EMBER_FAMILY_QWEN3 &&
-                  static_cast<std::uint32_t>(models::Family::Gemma4) == EMBER_FAMILY_GEMMA4,
-              "plugin.h's EMBER_FAMILY_* codes are models::Family's values");
-static_assert(models::kFamilyCount == 3, "a new family needs its EMBER_FAMILY_* code in plugin.h (and the check above)");
+// plugin.h's family list is the registry's Family values (models/family.hpp), one for one;
+// the names are checked against the registry's in tests/models/family_registry_test.cpp.
+#define EMBER_FAMILY_MATCHES_(c_name, cxx_name, code, name)                       \
+    static_assert(static_cast<std::uint32_t>(models::Family::cxx_name) == (code), \
+                  "plugin.h's EMBER_FAMILY_LIST: " name "'s code is not models::Family's value");
+EMBER_FAMILY_LIST(EMBER_FAMILY_MATCHES_)
+#undef EMBER_FAMILY_MATCHES_
+#define EMBER_FAMILY_ONE_(c_name, cxx_name, code, name) +1
+static_assert(models::kFamilyCount == 0 EMBER_FAMILY_LIST(EMBER_FAMILY_ONE_),
+              "a new family needs its row in plugin.h's EMBER_FAMILY_LIST");
+#undef EMBER_FAMILY_ONE_
 
 std::uint32_t family_code(models::Family family) { return static_cast<std::uint32_t>(family); }
 

@@ -54,6 +54,7 @@
 #include "experiments/plugin_library.hpp"
 #include "experiments/stage_record.hpp"
 #include "hooks/hooks.hpp"
+#include "hooks/stop_reason.hpp"
 #include "models/model_config.hpp"
 
 namespace ember::experiments {
@@ -121,13 +122,8 @@ struct RunnerOptions {
     LifecyclePolicy lifecycle;
 };
 
-// Why a generation ended, as plugin.h's EMBER_STOP_* codes (one list: each value is its code).
-enum class StopReason : std::uint32_t {
-    MaxTokens = EMBER_STOP_MAX_TOKENS,
-    EndOfGeneration = EMBER_STOP_END_OF_GENERATION,
-    ContextFull = EMBER_STOP_CONTEXT_FULL,
-    Skipped = EMBER_STOP_SKIPPED,
-};
+// Why a generation ended: the host's list (hooks/stop_reason.hpp), each value its ABI code.
+using hooks::StopReason;
 
 enum class Outcome {
     Ok,        // every call it received succeeded

@@ -29,17 +29,17 @@ json::object tensor_entry(const Capture& c, const FileRecord& file) {
         {"layer", c.layer ? json::value(*c.layer) : json::value(nullptr)},
         {"phase", "prefill"},
         {"positions", json::value_from(c.positions)},
-        {"shape", {c.rows(), c.cols}},
+        {"shape", json::value_from(c.shape())},
         {"dtype", "float32"},
         {"rows", c.stage == hooks::Stage::AttentionPattern
-                     ? "n_head rows per prompt position: row i * n_head + h is head h of positions[i]"
+                     ? "prompt positions, in the order of 'positions': [i, h] is head h of positions[i]"
                      : "prompt positions, in the order of 'positions'"},
         {"columns", c.stage == hooks::Stage::AttentionPattern
                         ? "prompt positions 0 .. n_tokens - 1: the post-softmax weight of each (0 where masked)"
                         : column_meaning(c.stage)},
         {"values_sha256", values_sha256(c.values)},
     };
-    if (c.rows_per_position != 1) entry["rows_per_position"] = c.rows_per_position;
+    if (c.stage == hooks::Stage::AttentionPattern) entry["layout"] = "[positions, n_head, n_kv]";
     return entry;
 }
 

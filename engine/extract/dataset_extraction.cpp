@@ -187,7 +187,7 @@ json::object dataset_manifest_arrays(DatasetOutputs& out, const Selection& s, co
     for (std::size_t i = 0; i < out.plans().size(); ++i) {
         const ArrayPlan& plan = out.plans()[i];
         const NpyAppender& a = out.array(i);
-        const json::array shape{a.rows(), a.cols()};
+        const json::value shape = json::value_from(a.shape());
         switch (plan.source) {
             case ArrayPlan::Source::Stage:
                 if (plan.stage == hooks::Stage::AttentionPattern) {
@@ -197,8 +197,8 @@ json::object dataset_manifest_arrays(DatasetOutputs& out, const Selection& s, co
                                        {"phase", "prefill"},
                                        {"shape", shape},
                                        {"dtype", "float32"},
-                                       {"rows_per_row", plan.rows_per_row},
-                                       {"rows", "n_head rows per line of rows.jsonl: row r * n_head + h is head h of row r"},
+                                       {"layout", "[rows, n_head, n_kv]"},
+                                       {"rows", "one per line of rows.jsonl: [r, h] is head h of row r"},
                                        {"columns", "KV positions 0 .. n_kv - 1 of the row's own sample (n_kv: its "
                                                    "evaluated tokens, a target's included), then zeros up to the "
                                                    "longest sample's"}});

@@ -256,11 +256,11 @@ Joined join_npy(const std::vector<const ShardDir*>& shards, const std::string& n
     for (const ShardDir* s : shards) {
         const fs::path file = s->dir / name;
         npy::Header h = npy::read_header(file);
-        if (h.fortran_order || h.shape.empty() || h.shape.size() > 2)
+        if (h.fortran_order || h.shape.empty() || h.shape.size() > 3)
             throw Error(fmt::format("ember merge: {}: not a C-order array of rows", file.string()));
         const npy::Header& first = headers.empty() ? h : headers.front();
-        if (h.descr != first.descr || h.shape.size() != first.shape.size() ||
-            (h.shape.size() == 2 && h.shape[1] != first.shape[1]))
+        // Rows stack when everything after the row count agrees ([R], [R, C], [R, n_head, n_kv]).
+        if (h.descr != first.descr || !std::equal(h.shape.begin() + 1, h.shape.end(), first.shape.begin() + 1, first.shape.end()))
             throw Error(fmt::format("ember merge: {}: dtype {} shape {} does not stack onto {}'s {} {}", file.string(),
                                     h.descr, npy::shape_text(h.shape), (shards.front()->dir / name).string(),
                                     first.descr, npy::shape_text(first.shape)));
@@ -268,7 +268,8 @@ Joined join_npy(const std::vector<const ShardDir*>& shards, const std::string& n
         headers.push_back(std::move(h));
     }
     const npy::Header& first = headers.front();
-    const std::string head = NpyAppender::header(first.descr, j.rows, first.shape.size() == 2 ? first.shape[1] : 0);
+    const std::string head =
+        NpyAppender::header(first.descr, j.rows, std::vector<std::size_t>(first.shape.begin() + 1, first.shape.end()));
     AtomicFile out(dir / name);
     Sha256 sha;
     out.write(head);

@@ -63,12 +63,12 @@ DatasetOutputs::DatasetOutputs(fs::path dir, std::vector<ArrayPlan> arrays, bool
     };
     if (progress) resumed_ = progress->point;
     for (const ArrayPlan& plan : plans_)
-        arrays_.push_back(std::make_unique<NpyAppender>(dir_ / plan.name, plan.descr, plan.cols, resume(plan.name)));
+        arrays_.push_back(std::make_unique<NpyAppender>(dir_ / plan.name, plan.descr, plan.row_shape(), resume(plan.name)));
     rows_ = std::make_unique<PartialFile>(dir_ / "rows.jsonl", resume("rows.jsonl"));
     samples_ = std::make_unique<PartialFile>(dir_ / "samples.jsonl", resume("samples.jsonl"));
     if (targets) {
         targets_jsonl_ = std::make_unique<PartialFile>(dir_ / "targets.jsonl", resume("targets.jsonl"));
-        targets_npy_ = std::make_unique<NpyAppender>(dir_ / "targets.npy", "<f8", 0, resume("targets.npy"));
+        targets_npy_ = std::make_unique<NpyAppender>(dir_ / "targets.npy", "<f8", std::vector<std::size_t>{}, resume("targets.npy"));
     }
     if (!progress) checkpoint({});  // a fresh run's files are empty: that is its first resume point
 }

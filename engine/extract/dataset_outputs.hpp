@@ -32,10 +32,16 @@ struct ArrayPlan {
     std::optional<std::uint32_t> layer;
     std::string descr;  // "<f4" | "<i4"
     std::size_t cols = 0;
-    // attention_pattern: n_head rows per selected row, each the sample's n_kv weights
-    // followed by zeros up to `cols` (the dataset's longest evaluation).
+    // attention_pattern: n_head heads per selected row, each the sample's n_kv weights
+    // followed by zeros up to `cols` (the dataset's longest evaluation): [R, n_head, cols].
     std::size_t rows_per_row = 1;
     std::size_t sae = 0;  // Source::Sae*: the index in the run's [[sae]] list
+    // The array's shape after its row count: {} (1-D, cols 0), {cols}, or attention_pattern's {n_head, cols}.
+    std::vector<std::size_t> row_shape() const {
+        if (rows_per_row > 1) return {rows_per_row, cols};
+        if (cols == 0) return {};
+        return {cols};
+    }
 };
 
 // Where a run stands: samples, rows and tokens done.

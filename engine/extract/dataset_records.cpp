@@ -106,8 +106,8 @@ void DatasetRecords::append_arrays(const SampleRows& s) {
     }
 }
 
-// attention_pattern: [rows * n_head, n_kv] of one sample, each row padded with zeros to
-// the array's width.
+// attention_pattern: [rows, n_head, n_kv] of one sample, each head's weights padded with
+// zeros to the array's width.
 void DatasetRecords::append_padded(std::size_t array, const Capture& c, std::size_t rows) {
     const ArrayPlan& plan = out_.plans()[array];
     const std::size_t n = rows * plan.rows_per_row;
@@ -117,7 +117,7 @@ void DatasetRecords::append_padded(std::size_t array, const Capture& c, std::siz
     for (std::size_t r = 0; r < n; ++r)
         std::copy_n(c.values.begin() + static_cast<std::ptrdiff_t>(r * c.cols), c.cols,
                     padded.begin() + static_cast<std::ptrdiff_t>(r * plan.cols));
-    out_.array(array).append(padded.data(), n);
+    out_.array(array).append(padded.data(), rows);
 }
 
 void DatasetRecords::append_rows(const SampleRows& s, std::size_t first_row) {

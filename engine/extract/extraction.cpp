@@ -41,7 +41,7 @@ json::object tensor_contract(const Selection& s) {
         {"select", s.spec},
         {"partial", json::value_from(s.partial)},
         {"rows", "one row per selected prompt position, ascending; position p is tokenizer.token_ids[p] "
-                 "(attention_pattern: n_head rows per position, row i * n_head + h for head h)"},
+                 "(attention_pattern: [positions, n_head, n_kv], [i, h] is head h of positions[i])"},
         {"columns", "the stage's features: n_embd for before_layer, after_attention, after_mlp, after_layer and "
                     "before_logits, n_head * head_dim for head_outputs, n_ff for mlp_activation, the prompt's "
                     "positions for attention_pattern, n_vocab for after_logits"},
@@ -92,7 +92,7 @@ WrittenArrays write_arrays(RunDirectoryWriter& writer, const Extractor& extracto
     WrittenArrays out;
     out.tensor_contract = tensor_contract(s);
     for (const Capture* c : extractor.captures()) {
-        const FileRecord file = writer.write_npy_f32(capture_file_name(*c), c->values.data(), {c->rows(), c->cols});
+        const FileRecord file = writer.write_npy_f32(capture_file_name(*c), c->values.data(), c->shape());
         out.tensors.push_back(tensor_entry(*c, file));
     }
     if (const Capture* c = extractor.logits()) {

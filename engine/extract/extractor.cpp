@@ -37,8 +37,8 @@ void copy_rows(Capture& capture, std::size_t first_position, hooks::TensorView v
     }
 }
 
-// attention_pattern's rows [n_head * T, n_kv] (row h * T + t) at the capture's positions,
-// as [positions.size() * n_head, n_kv] (row i * n_head + h).
+// attention_pattern's rows [n_head * T, n_kv] (the hook's head-major row h * T + t) at
+// the capture's positions, as [positions.size(), n_head, n_kv] (flat row i * n_head + h).
 void copy_pattern_rows(Capture& capture, const hooks::EvalInfo& eval, hooks::TensorView view) {
     const std::size_t T = eval.n_tokens;
     const std::size_t n_head = view.rows / T;

@@ -18,8 +18,10 @@
 namespace ember::extract {
 
 // The rows of one (stage, layer) at the selected positions: [positions.size(), cols],
-// except attention_pattern: [positions.size() * n_head, n_tokens], row i * n_head + h
-// holding head h of the token at positions[i].
+// except attention_pattern: [positions.size(), n_head, n_tokens], [i, h] holding head h
+// of the token at positions[i] (values position-major: row i * n_head + h of the flat
+// [rows(), cols] buffer). The hook hands the pattern head-major instead ([n_head * T,
+// n_kv], row h * T + t, plugin.h); the Extractor reorders it as it copies.
 struct Capture {
     hooks::Stage stage = hooks::Stage::AfterLayer;
     std::optional<std::uint32_t> layer;  // none for the logits stages
@@ -28,6 +30,11 @@ struct Capture {
     std::size_t rows_per_position = 1;   // attention_pattern: n_head
     std::vector<float> values;           // row-major
     std::size_t rows() const { return positions.size() * rows_per_position; }
+    // The array's shape: {positions, cols}, or attention_pattern's {positions, n_head, cols}.
+    std::vector<std::size_t> shape() const {
+        if (rows_per_position == 1) return {positions.size(), cols};
+        return {positions.size(), rows_per_position, cols};
+    }
     std::size_t rows_seen = 0;           // rows copied so far
 };
 

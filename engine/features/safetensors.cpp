@@ -12,7 +12,7 @@
 #include "common/checked.hpp"
 #include "common/error.hpp"
 #include "features/json_keys.hpp"
-#include "kernels/reference/float_formats.hpp"
+#include "kernels/float16.hpp"
 
 namespace ember::features {
 namespace {
@@ -209,8 +209,8 @@ std::vector<float> SafetensorsFile::floats(const SafetensorsTensor& tensor) cons
             for (std::size_t i = 0; i < out.size(); ++i) {
                 std::uint16_t h;
                 std::memcpy(&h, p + 2 * i, 2);
-                out[i] = tensor.dtype == TensorDtype::F16 ? kernels::reference::fp16_to_f32(h)
-                                                          : kernels::reference::bf16_to_f32(h);
+                out[i] = tensor.dtype == TensorDtype::F16 ? kernels::fp16_to_fp32(h)
+                                                          : kernels::bf16_to_fp32(h);
             }
             break;
         default:

@@ -8,13 +8,11 @@
 #include <cstring>
 
 #include "kernels/quant_blocks.hpp"
-#include "kernels/reference/float_formats.hpp"
+#include "kernels/float16.hpp"
 
 namespace ember::kernels {
 namespace {
 
-using reference::bf16_to_f32;
-using reference::fp16_to_f32;
 
 template <class Block>
 const Block* blocks(const std::byte* row) {
@@ -49,18 +47,18 @@ K4Group k4_group(const std::uint8_t* scales, int g, float d, float min) {
 void dequantize_row_f32(const std::byte* row, float* out, std::size_t n) { std::memcpy(out, row, n * sizeof(float)); }
 
 void dequantize_row_f16(const std::byte* row, float* out, std::size_t n) {
-    for (std::size_t j = 0; j < n; ++j) out[j] = fp16_to_f32(load_u16(row + 2 * j));
+    for (std::size_t j = 0; j < n; ++j) out[j] = fp16_to_fp32(load_u16(row + 2 * j));
 }
 
 void dequantize_row_bf16(const std::byte* row, float* out, std::size_t n) {
-    for (std::size_t j = 0; j < n; ++j) out[j] = bf16_to_f32(load_u16(row + 2 * j));
+    for (std::size_t j = 0; j < n; ++j) out[j] = bf16_to_fp32(load_u16(row + 2 * j));
 }
 
 // y[j] = q[j] * d
 void dequantize_row_q8_0(const std::byte* row, float* out, std::size_t n) {
     const auto* x = blocks<BlockQ8_0>(row);
     for (std::size_t i = 0; i < n / kQK; ++i, out += kQK) {
-        const float d = fp16_to_f32(x[i].d);
+        const float d = fp16_to_fp32(x[i].d);
         for (std::size_t j = 0; j < kQK; ++j) out[j] = static_cast<float>(x[i].qs[j]) * d;
     }
 }
@@ -69,7 +67,7 @@ void dequantize_row_q8_0(const std::byte* row, float* out, std::size_t n) {
 void dequantize_row_q4_0(const std::byte* row, float* out, std::size_t n) {
     const auto* x = blocks<BlockQ4_0>(row);
     for (std::size_t i = 0; i < n / kQK; ++i, out += kQK) {
-        const float d = fp16_to_f32(x[i].d);
+        const float d = fp16_to_fp32(x[i].d);
         for (int j = 0; j < 16; ++j) {
             out[j] = static_cast<float>((x[i].qs[j] & 0x0F) - 8) * d;
             out[j + 16] = static_cast<float>((x[i].qs[j] >> 4) - 8) * d;
@@ -81,8 +79,8 @@ void dequantize_row_q4_0(const std::byte* row, float* out, std::size_t n) {
 void dequantize_row_q4_1(const std::byte* row, float* out, std::size_t n) {
     const auto* x = blocks<BlockQ4_1>(row);
     for (std::size_t i = 0; i < n / kQK; ++i, out += kQK) {
-        const float d = fp16_to_f32(x[i].d);
-        const float m = fp16_to_f32(x[i].m);
+        const float d = fp16_to_fp32(x[i].d);
+        const float m = fp16_to_fp32(x[i].m);
         for (int j = 0; j < 16; ++j) {
             out[j] = static_cast<float>(x[i].qs[j] & 0x0F) * d + m;
             out[j + 16] = static_cast<float>(x[i].qs[j] >> 4) * d + m;
@@ -94,7 +92,7 @@ void dequantize_row_q4_1(const std::byte* row, float* out, std::size_t n) {
 void dequantize_row_q5_0(const std::byte* row, float* out, std::size_t n) {
     const auto* x = blocks<BlockQ5_0>(row);
     for (std::size_t i = 0; i < n / kQK; ++i, out += kQK) {
-        const float d = fp16_to_f32(x[i].d);
+        const float d = fp16_to_fp32(x[i].d);
         const std::uint32_t qh = load_u32(x[i].qh);
         for (int j = 0; j < 16; ++j) {
             const int h0 = ((qh >> j) << 4) & 0x10;
@@ -109,8 +107,8 @@ void dequantize_row_q5_0(const std::byte* row, float* out, std::size_t n) {
 void dequantize_row_q5_1(const std::byte* row, float* out, std::size_t n) {
     const auto* x = blocks<BlockQ5_1>(row);
     for (std::size_t i = 0; i < n / kQK; ++i, out += kQK) {
-        const float d = fp16_to_f32(x[i].d);
-        const float m = fp16_to_f32(x[i].m);
+        const float d = fp16_to_fp32(x[i].d);
+        const float m = fp16_to_fp32(x[i].m);
         const std::uint32_t qh = load_u32(x[i].qh);
         for (int j = 0; j < 16; ++j) {
             const int h0 = ((qh >> j) << 4) & 0x10;
@@ -126,8 +124,8 @@ void dequantize_row_q5_1(const std::byte* row, float* out, std::size_t n) {
 void dequantize_row_q2_K(const std::byte* row, float* out, std::size_t n) {
     const auto* x = blocks<BlockQ2_K>(row);
     for (std::size_t i = 0; i < n / kQK_K; ++i) {
-        const float d = fp16_to_f32(x[i].d);
-        const float min = fp16_to_f32(x[i].dmin);
+        const float d = fp16_to_fp32(x[i].d);
+        const float min = fp16_to_fp32(x[i].dmin);
         const std::uint8_t* q = x[i].qs;
         int is = 0;
         for (int half = 0; half < 2; ++half, q += 32) {
@@ -147,7 +145,7 @@ void dequantize_row_q2_K(const std::byte* row, float* out, std::size_t n) {
 void dequantize_row_q3_K(const std::byte* row, float* out, std::size_t n) {
     const auto* x = blocks<BlockQ3_K>(row);
     for (std::size_t i = 0; i < n / kQK_K; ++i) {
-        const float d_all = fp16_to_f32(x[i].d);
+        const float d_all = fp16_to_fp32(x[i].d);
         const std::uint8_t* q = x[i].qs;
         const std::uint8_t* hm = x[i].hmask;
         std::uint8_t m = 1;
@@ -171,8 +169,8 @@ void dequantize_row_q3_K(const std::byte* row, float* out, std::size_t n) {
 void dequantize_row_q4_K(const std::byte* row, float* out, std::size_t n) {
     const auto* x = blocks<BlockQ4_K>(row);
     for (std::size_t i = 0; i < n / kQK_K; ++i) {
-        const float d = fp16_to_f32(x[i].d);
-        const float min = fp16_to_f32(x[i].dmin);
+        const float d = fp16_to_fp32(x[i].d);
+        const float min = fp16_to_fp32(x[i].dmin);
         const std::uint8_t* q = x[i].qs;
         for (int g = 0; g < 4; ++g, q += 32) {
             const K4Group k = k4_group(x[i].scales, g, d, min);
@@ -186,8 +184,8 @@ void dequantize_row_q4_K(const std::byte* row, float* out, std::size_t n) {
 void dequantize_row_q5_K(const std::byte* row, float* out, std::size_t n) {
     const auto* x = blocks<BlockQ5_K>(row);
     for (std::size_t i = 0; i < n / kQK_K; ++i) {
-        const float d = fp16_to_f32(x[i].d);
-        const float min = fp16_to_f32(x[i].dmin);
+        const float d = fp16_to_fp32(x[i].d);
+        const float min = fp16_to_fp32(x[i].dmin);
         const std::uint8_t* ql = x[i].qs;
         const std::uint8_t* qh = x[i].qh;
         unsigned u1 = 1, u2 = 2;
@@ -204,7 +202,7 @@ void dequantize_row_q5_K(const std::byte* row, float* out, std::size_t n) {
 void dequantize_row_q6_K(const std::byte* row, float* out, std::size_t n) {
     const auto* x = blocks<BlockQ6_K>(row);
     for (std::size_t i = 0; i < n / kQK_K; ++i) {
-        const float d = fp16_to_f32(x[i].d);
+        const float d = fp16_to_fp32(x[i].d);
         const std::uint8_t* ql = x[i].ql;
         const std::uint8_t* qh = x[i].qh;
         const std::int8_t* sc = x[i].scales;

@@ -28,10 +28,8 @@ struct BlockQ5_K { std::uint16_t d, dmin; std::uint8_t scales[12]; std::uint8_t 
 struct BlockQ6_K { std::uint8_t ql[128]; std::uint8_t qh[64]; std::int8_t scales[16]; std::uint16_t d; };
 struct BlockQ8_K { float d; std::int8_t qs[256]; std::int16_t bsums[16]; };           // activations only
 
-static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24);
-static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ8_1) == 36);
-static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144);
-static_assert(sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
+// Every layout's size, and kQK / kQK_K, are checked against the ggml type table (the one
+// source of block sizes and bytes) in weight_format.cpp.
 
 // Internal linkage: translation units built for different instruction sets include this.
 namespace {

@@ -4,10 +4,12 @@
 // sizes, kernel names in traces) reads this table; a type without a row is refused by
 // name, never computed by a default.
 //
-// Each row says how the format is stored (block size and bytes), which activation type
+// Each row says how the format is stored (its name, block size and bytes, read from the
+// ggml type table gguf/ggml_type.hpp: one base table, not two), which activation type
 // its dot product reads (llama.cpp's vec_dot_type, model-math §2.9), how a row is
 // dequantized to F32 (llama.cpp's dequantize_row_*, bit for bit), and its index: the
-// slot of its product in every fast KernelSet (kernels/fast/kernel_set.hpp).
+// slot of its product in every fast KernelSet (kernels/fast/kernel_set.hpp). The model
+// tools read F32/F16/BF16 source tensors through these rows.
 #pragma once
 
 #include <array>

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "common/error.hpp"
-#include "kernels/reference/float_formats.hpp"
+#include "kernels/float16.hpp"
 #include "model_tools/quantize_search.hpp"
 
 namespace ember::model_tools {
@@ -28,9 +28,9 @@ using kernels::BlockQ6_K;
 using kernels::BlockQ8_0;
 using kernels::kQK;
 using kernels::kQK_K;
-using kernels::reference::f32_to_bf16;
-using kernels::reference::f32_to_fp16;
-using kernels::reference::fp16_to_f32;
+using kernels::fp32_to_bf16;
+using kernels::fp32_to_fp16;
+using kernels::fp16_to_fp32;
 
 namespace detail {
 
@@ -189,7 +189,7 @@ void quantize_row_q8_0_file_rule(const float* x, BlockQ8_0* y, std::size_t n) {
         for (std::size_t j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(xb[j]));
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = f32_to_fp16(d);
+        y[b].d = fp32_to_fp16(d);
         for (std::size_t j = 0; j < kQK; ++j) y[b].qs[j] = static_cast<std::int8_t>(std::round(xb[j] * id));
     }
 }
@@ -208,7 +208,7 @@ void quantize_row_q4_0_file_rule(const float* x, BlockQ4_0* y, std::size_t n) {
         }
         const float d = max / -8;
         const float id = d ? 1.0f / d : 0.0f;
-        y[b].d = f32_to_fp16(d);
+        y[b].d = fp32_to_fp16(d);
         for (int j = 0; j < 16; ++j) {
             const float x0 = xb[j] * id;
             const float x1 = xb[j + 16] * id;
@@ -231,8 +231,8 @@ void quantize_row_q4_1_file_rule(const float* x, BlockQ4_1* y, std::size_t n) {
         }
         const float d = (max - min) / ((1 << 4) - 1);
         const float id = d ? 1.0f / d : 0.0f;
-        y[b].d = f32_to_fp16(d);
-        y[b].m = f32_to_fp16(min);
+        y[b].d = fp32_to_fp16(d);
+        y[b].m = fp32_to_fp16(min);
         for (int j = 0; j < 16; ++j) {
             const float x0 = (xb[j] - min) * id;
             const float x1 = (xb[j + 16] - min) * id;
@@ -253,8 +253,8 @@ void quantize_row_q5_1_file_rule(const float* x, BlockQ5_1* y, std::size_t n) {
         }
         const float d = (max - min) / ((1 << 5) - 1);
         const float id = d ? 1.0f / d : 0.0f;
-        y[b].d = f32_to_fp16(d);
-        y[b].m = f32_to_fp16(min);
+        y[b].d = fp32_to_fp16(d);
+        y[b].m = fp32_to_fp16(min);
         std::uint32_t qh = 0;
         for (int j = 0; j < 16; ++j) {
             const auto q0 = static_cast<std::uint8_t>((xb[j] - min) * id + 0.5f);
@@ -297,14 +297,14 @@ void quantize_row_q4_K_file_rule(const float* x, BlockQ4_K* y, std::size_t n) {
                 y[i].scales[j] |= static_cast<std::uint8_t>((lm >> 4) << 6);
             }
         }
-        y[i].d = f32_to_fp16(max_scale / 63.f);
-        y[i].dmin = f32_to_fp16(max_min / 63.f);
+        y[i].d = fp32_to_fp16(max_scale / 63.f);
+        y[i].dmin = fp32_to_fp16(max_min / 63.f);
         for (int j = 0; j < 8; ++j) {
             int sc, m;
             kernels::k4_scale_min(y[i].scales, j, sc, m);
-            const float d = fp16_to_f32(y[i].d) * static_cast<float>(sc);
+            const float d = fp16_to_fp32(y[i].d) * static_cast<float>(sc);
             if (!d) continue;
-            const float dm = fp16_to_f32(y[i].dmin) * static_cast<float>(m);
+            const float dm = fp16_to_fp32(y[i].dmin) * static_cast<float>(m);
             for (int ii = 0; ii < 32; ++ii) {
                 const int l = nearest_int((x[32 * j + ii] + dm) / d);
                 L[32 * j + ii] = static_cast<std::uint8_t>(std::max(0, std::min(15, l)));
@@ -334,14 +334,14 @@ void quantize_row_q6_K_file_rule(const float* x, BlockQ6_K* y, std::size_t n) {
         }
         if (max_abs_scale < kGroupMaxEps) {
             std::memset(&y[i], 0, sizeof(BlockQ6_K));
-            y[i].d = f32_to_fp16(0.f);
+            y[i].d = fp32_to_fp16(0.f);
             continue;
         }
         const float iscale = -128.f / max_scale;
-        y[i].d = f32_to_fp16(1 / iscale);
+        y[i].d = fp32_to_fp16(1 / iscale);
         for (int ib = 0; ib < 16; ++ib) y[i].scales[ib] = static_cast<std::int8_t>(std::min(127, nearest_int(iscale * scales[ib])));
         for (int j = 0; j < 16; ++j) {
-            const float d = fp16_to_f32(y[i].d) * static_cast<float>(y[i].scales[j]);
+            const float d = fp16_to_fp32(y[i].d) * static_cast<float>(y[i].scales[j]);
             if (!d) continue;
             for (int ii = 0; ii < 16; ++ii) {
                 const int l = nearest_int(x[16 * j + ii] / d);
@@ -396,8 +396,8 @@ std::vector<std::byte> quantize_rows(GgmlType type, std::span<const float> value
         case GgmlType::Q4_K: return rows_of<BlockQ4_K>(values, row_length, kQK_K, quantize_row_q4_K_file_rule);
         case GgmlType::Q5_K: return rows_of<BlockQ5_K>(values, row_length, kQK_K, quantize_row_q5_K_file_rule);
         case GgmlType::Q6_K: return rows_of<BlockQ6_K>(values, row_length, kQK_K, quantize_row_q6_K_file_rule);
-        case GgmlType::F16: return halves(values, f32_to_fp16);
-        case GgmlType::BF16: return halves(values, f32_to_bf16);
+        case GgmlType::F16: return halves(values, fp32_to_fp16);
+        case GgmlType::BF16: return halves(values, fp32_to_bf16);
         default: break;
     }
     throw Error(fmt::format("ember cannot write {} tensors", gguf::type_name(type)));

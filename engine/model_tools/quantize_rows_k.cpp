@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/reference/float_formats.hpp"
+#include "kernels/float16.hpp"
 #include "model_tools/quantize_rows.hpp"
 #include "model_tools/quantize_search.hpp"
 
@@ -18,8 +18,8 @@ using kernels::BlockQ2_K;
 using kernels::BlockQ3_K;
 using kernels::BlockQ5_K;
 using kernels::kQK_K;
-using kernels::reference::f32_to_fp16;
-using kernels::reference::fp16_to_f32;
+using kernels::fp32_to_fp16;
+using kernels::fp16_to_fp32;
 
 namespace {
 
@@ -101,22 +101,22 @@ void quantize_row_q2_K_file_rule(const float* x, BlockQ2_K* y, std::size_t n) {
         if (max_scale > 0) {
             const float iscale = q4scale / max_scale;
             for (int j = 0; j < 16; ++j) y[i].scales[j] = static_cast<std::uint8_t>(nearest_int(iscale * scales[j]));
-            y[i].d = f32_to_fp16(max_scale / q4scale);
+            y[i].d = fp32_to_fp16(max_scale / q4scale);
         } else {
             for (int j = 0; j < 16; ++j) y[i].scales[j] = 0;
-            y[i].d = f32_to_fp16(0.f);
+            y[i].d = fp32_to_fp16(0.f);
         }
         if (max_min > 0) {
             const float iscale = q4scale / max_min;
             for (int j = 0; j < 16; ++j) y[i].scales[j] |= static_cast<std::uint8_t>(nearest_int(iscale * mins[j]) << 4);
-            y[i].dmin = f32_to_fp16(max_min / q4scale);
+            y[i].dmin = fp32_to_fp16(max_min / q4scale);
         } else {
-            y[i].dmin = f32_to_fp16(0.f);
+            y[i].dmin = fp32_to_fp16(0.f);
         }
         for (int j = 0; j < 16; ++j) {
-            const float d = fp16_to_f32(y[i].d) * static_cast<float>(y[i].scales[j] & 0xF);
+            const float d = fp16_to_fp32(y[i].d) * static_cast<float>(y[i].scales[j] & 0xF);
             if (!d) continue;
-            const float dm = fp16_to_f32(y[i].dmin) * static_cast<float>(y[i].scales[j] >> 4);
+            const float dm = fp16_to_fp32(y[i].dmin) * static_cast<float>(y[i].scales[j] >> 4);
             for (int ii = 0; ii < 16; ++ii) {
                 const int l = nearest_int((x[16 * j + ii] + dm) / d);
                 L[16 * j + ii] = static_cast<std::uint8_t>(std::max(0, std::min(3, l)));
@@ -150,13 +150,13 @@ void quantize_row_q3_K_file_rule(const float* x, BlockQ3_K* y, std::size_t n) {
                 l = static_cast<std::int8_t>(l >> 4);
                 y[i].scales[j % 4 + 8] |= static_cast<std::uint8_t>(l << (2 * (j / 4)));
             }
-            y[i].d = f32_to_fp16(1 / iscale);
+            y[i].d = fp32_to_fp16(1 / iscale);
         } else {
-            y[i].d = f32_to_fp16(0.f);
+            y[i].d = fp32_to_fp16(0.f);
         }
         for (int j = 0; j < 16; ++j) {
             const int sc = kernels::q3_k_scale(y[i].scales, j) - 32;
-            const float d = fp16_to_f32(y[i].d) * static_cast<float>(sc);
+            const float d = fp16_to_fp32(y[i].d) * static_cast<float>(sc);
             if (!d) continue;
             for (int ii = 0; ii < 16; ++ii) {
                 const int l = nearest_int(x[16 * j + ii] / d);
@@ -212,14 +212,14 @@ void quantize_row_q5_K_file_rule(const float* x, BlockQ5_K* y, std::size_t n) {
                 y[i].scales[j] |= static_cast<std::uint8_t>((lm >> 4) << 6);
             }
         }
-        y[i].d = f32_to_fp16(max_scale / 63.f);
-        y[i].dmin = f32_to_fp16(max_min / 63.f);
+        y[i].d = fp32_to_fp16(max_scale / 63.f);
+        y[i].dmin = fp32_to_fp16(max_min / 63.f);
         for (int j = 0; j < 8; ++j) {
             int sc, m;
             kernels::k4_scale_min(y[i].scales, j, sc, m);
-            const float d = fp16_to_f32(y[i].d) * static_cast<float>(sc);
+            const float d = fp16_to_fp32(y[i].d) * static_cast<float>(sc);
             if (!d) continue;
-            const float dm = fp16_to_f32(y[i].dmin) * static_cast<float>(m);
+            const float dm = fp16_to_fp32(y[i].dmin) * static_cast<float>(m);
             for (int ii = 0; ii < 32; ++ii) {
                 const int l = nearest_int((x[32 * j + ii] + dm) / d);
                 L[32 * j + ii] = static_cast<std::uint8_t>(std::max(0, std::min(31, l)));

@@ -1,151 +1,20 @@
-// The Llama forward pass (model-math §5.4), top to bottom. Grouped-query attention with
-// RoPE on adjacent pairs (the converter permuted Q/K rows for llama.cpp's NORM mode),
-// optional per-pair RoPE factors (rope_freqs: Llama 3 scaling baked into the file), a
-// SwiGLU MLP, and an output projection that may be tied to the token embedding.
-//
-// Hook sites: before_layer / after_layer see the residual stream entering / leaving a
-// layer; after_attention / after_mlp the block outputs about to be added to it, so that
-// after_layer = before_layer + after_attention + after_mlp, computed from the very
-// tensors the hooks saw (and possibly changed). Inside the blocks: attention_pattern (a
-// copy of the probabilities, only when wanted), head_outputs (the heads the output
-// projection reads: after_attention = attn_output(head_outputs)) and mlp_activation (what
-// ffn_down reads: after_mlp = ffn_down(mlp_activation)).
+// The Llama family (model-math §5.4): the shared decoder (llama_decoder.cpp) with RoPE on
+// adjacent pairs (the converter permuted Q/K rows for llama.cpp's NORM mode), optional
+// per-pair RoPE factors (rope_freqs: Llama 3 scaling baked into the file), no Q/K norms.
 #include "models/llama.hpp"
 
-
 #include <cmath>
-#include <vector>
 
-#include "models/attention_block.hpp"
-#include "models/feed_forward.hpp"
-#include "models/tensor_loader.hpp"
+#include "models/llama_decoder.hpp"
 
 namespace ember::models {
 namespace {
 
-using kernels::OpKind;
-using kernels::Rows;
-
-struct LlamaLayer {
-    Attention attn;   // attn_norm, attn_q, attn_k, attn_v, attn_output
-    FeedForward ffn;  // ffn_norm, ffn_gate, ffn_up, ffn_down
-};
-
-struct LlamaWeights {
-    kernels::WeightMatrix token_embd;  // [n_vocab, n_embd]
-    std::vector<float> rope_freqs;     // [n_rot / 2] or empty
-    std::vector<LlamaLayer> layers;
-};
-
-LlamaWeights load_weights(const gguf::File& file, const ModelConfig& c) {
-    const TensorLoader t(file, c);
-    const std::size_t E = c.n_embd;
-    LlamaWeights w;
-    w.token_embd = t.matrix("token_embd.weight", c.n_vocab, E);
-    w.rope_freqs = t.optional_vector("rope_freqs.weight", c.layers[0].n_rot / 2).value_or(std::vector<float>{});
-    for (std::uint32_t l = 0; l < c.n_layers; ++l) {
-        refuse_unsupported_tensors(t, l);
-        LlamaLayer layer;
-        layer.attn = load_attention(t, l, c.layers[l], E, HeadNorm::None);
-        layer.ffn = load_feed_forward(t, l, E, c.layers[l].n_ff);
-        w.layers.push_back(std::move(layer));
-    }
-    return w;
-}
-
-class LlamaModel final : public Model {
-public:
-    LlamaModel(ModelConfig config, OutputHead head, LlamaWeights weights)
-        : Model(std::move(config), std::move(head)), w_(std::move(weights)) {}
-
-    void evaluate(const Evaluation& eval, ForwardState& state, kernels::Ops& ops, hooks::DisabledHooks& hooks) const override {
-        forward(eval, state, ops, hooks);
-    }
-    void evaluate(const Evaluation& eval, ForwardState& state, kernels::Ops& ops, hooks::ActiveHooks& hooks) const override {
-        forward(eval, state, ops, hooks);
-    }
-
-    template <class Hooks>
-    void forward(const Evaluation& eval, ForwardState& state, kernels::Ops& ops, Hooks& hooks) const;
-
-private:
-    LlamaWeights w_;
-};
-
-template <class Hooks>
-void LlamaModel::forward(const Evaluation& eval, ForwardState& state, kernels::Ops& ops, Hooks& hooks) const {
-    const ModelConfig& c = config_;
-    Workspace& ws = state.workspace;
-    const hooks::EvalInfo& info = eval.info;
-    const std::size_t T = eval.tokens.size();
-    const std::size_t first = info.start_position;  // position of row 0
-    const std::size_t n_kv = first + T;             // cached positions visible after this evaluation
-    const std::size_t E = c.n_embd;
-    const float eps = c.rms_eps;
-
-    Rows x = Workspace::rows(ws.residual, T, E);  // [T, E] the residual stream
-    ops.get_rows({"token_embd", kernels::kNoLayer, OpKind::Embedding}, w_.token_embd, eval.tokens, x);
-
-    for (std::uint32_t il = 0; il < c.n_layers; ++il) {
-        const LayerConfig& L = c.layers[il];
-        const LlamaLayer& w = w_.layers[il];
-        const auto layer = static_cast<std::int32_t>(il);
-
-        hooks.before_layer(info, il, x);
-
-        // ---- attention block: attn_output(softmax(q k^T / sqrt(D)) v) ----
-        Rows pattern = pattern_buffer(hooks, ws, L.n_head, T, n_kv);  // empty unless wanted
-        const AttentionSite site{layer, &c, &L, w_.rope_freqs, first};
-        Rows heads = attention_heads(ops, site, eval, w.attn, x, state.kv_cache, ws, pattern);  // [T, H * D]
-        if (pattern.data) hooks.attention_pattern(info, il, pattern);
-        hooks.head_outputs(info, il, heads);
-        Rows attn_out = Workspace::rows(ws.attention_out, T, E);  // [T, E]
-        ops.matmul({"attn_output", layer, OpKind::Projection}, heads, w.attn.output, attn_out);
-
-        hooks.after_attention(info, il, attn_out);
-        // (the last rows only, in a last layer nothing else reads: mlp_rows)
-        const std::size_t M = mlp_rows<Hooks>(eval, il, c.n_layers, w.ffn);
-        Rows xm = x.slice(T - M, M);  // [M, E]
-        ops.add({"ffn_inp", layer, OpKind::ResidualAdd}, xm, attn_out.slice(T - M, M), xm);
-        hooks.residual_mid(info, il, xm);  // (ActiveHooks: M = T)
-
-        // ---- MLP block: down(silu(gate(h)) * up(h)) ----
-        Rows activation = feed_forward_activation(ops, layer, GateActivation::Silu, w.ffn, eps, xm, ws);  // [M, n_ff]
-        hooks.mlp_activation(info, il, activation);
-        Rows mlp_out = Workspace::rows(ws.mlp_out, M, E);  // [M, E]
-        ops.matmul({"ffn_down", layer, OpKind::Projection}, activation, w.ffn.down, mlp_out);
-
-        hooks.after_mlp(info, il, mlp_out);
-        ops.add({"l_out", layer, OpKind::ResidualAdd}, xm, mlp_out, xm);
-
-        hooks.after_layer(info, il, x);
-    }
-
-    // ---- logits for the last row, or for every row when asked ----
-    const std::size_t R = logit_rows(eval);
-    Rows normed = Workspace::rows(ws.final_normed, R, E);  // [R, E]
-    Rows logits = Workspace::rows(ws.logits, R, c.n_vocab);  // [R, n_vocab]
-    final_norm(ops, x.slice(T - R, R), normed);
-    hooks.before_logits(info, normed);
-    lm_head(ops, normed, logits, eval.segments);
-    hooks.after_logits(info, logits);
-}
-
-template void LlamaModel::forward<hooks::DisabledHooks>(const Evaluation&, ForwardState&, kernels::Ops&,
-                                                        hooks::DisabledHooks&) const;
-template void LlamaModel::forward<hooks::ActiveHooks>(const Evaluation&, ForwardState&, kernels::Ops&,
-                                                      hooks::ActiveHooks&) const;
-
-}  // namespace
-
-static std::unique_ptr<Model> load_llama(const gguf::File& file, ModelConfig config) {
-    LlamaWeights weights = load_weights(file, config);
-    OutputHead head = load_output_head(file, config, weights.token_embd);
-    return std::make_unique<LlamaModel>(std::move(config), std::move(head), std::move(weights));
+std::unique_ptr<Model> load_llama(const gguf::File& file, ModelConfig config) {
+    return load_llama_decoder(file, std::move(config), {.head_norm = HeadNorm::None, .rope_freqs = true});
 }
 
 // ---- the registry entry (models/family.hpp) ----
-namespace {
 
 void read_config(const MetadataKeys& keys, ModelConfig& c, LayerGeometry& g) {
     c.rope_mode = RopeMode::Norm;

@@ -1,146 +1,21 @@
-// The Qwen3 forward pass (model-math §6.3), top to bottom. Llama's structure plus a
-// per-head RMS norm of Q and K before RoPE, RoPE on half-split pairs (NEOX), and a head
-// dimension read from the file (n_head * head_dim may differ from n_embd).
-//
-// Hook sites as in Llama: before_layer / after_layer around each layer, after_attention
-// and after_mlp on the block outputs about to be added to the residual stream, so that
-// after_layer = before_layer + after_attention + after_mlp; inside the blocks
-// attention_pattern (only when wanted), head_outputs ([T, n_head * head_dim], which the
-// output projection reads) and mlp_activation (which ffn_down reads).
+// The Qwen3 family (model-math §6.3): the shared decoder (llama_decoder.cpp) as Llama's,
+// but with a per-head RMS norm of Q and K before RoPE (attn_q_norm, attn_k_norm), RoPE on
+// half-split pairs (NEOX), no RoPE factors, and a head dimension read from the file
+// (n_head * head_dim may differ from n_embd).
 #include "models/qwen3.hpp"
 
-
 #include <cmath>
-#include <vector>
 
-#include "models/attention_block.hpp"
-#include "models/feed_forward.hpp"
-#include "models/tensor_loader.hpp"
+#include "models/llama_decoder.hpp"
 
 namespace ember::models {
 namespace {
 
-using kernels::OpKind;
-using kernels::Rows;
-
-struct Qwen3Layer {
-    Attention attn;   // attn_norm, attn_q, attn_k, attn_v, attn_q_norm, attn_k_norm, attn_output
-    FeedForward ffn;  // ffn_norm, ffn_gate, ffn_up, ffn_down
-};
-
-struct Qwen3Weights {
-    kernels::WeightMatrix token_embd;  // [n_vocab, n_embd]
-    std::vector<Qwen3Layer> layers;
-};
-
-Qwen3Weights load_weights(const gguf::File& file, const ModelConfig& c) {
-    const TensorLoader t(file, c);
-    const std::size_t E = c.n_embd;
-    Qwen3Weights w;
-    w.token_embd = t.matrix("token_embd.weight", c.n_vocab, E);
-    for (std::uint32_t l = 0; l < c.n_layers; ++l) {
-        refuse_unsupported_tensors(t, l);
-        Qwen3Layer layer;
-        layer.attn = load_attention(t, l, c.layers[l], E, HeadNorm::QK);
-        layer.ffn = load_feed_forward(t, l, E, c.layers[l].n_ff);
-        w.layers.push_back(std::move(layer));
-    }
-    return w;
-}
-
-class Qwen3Model final : public Model {
-public:
-    Qwen3Model(ModelConfig config, OutputHead head, Qwen3Weights weights)
-        : Model(std::move(config), std::move(head)), w_(std::move(weights)) {}
-
-    void evaluate(const Evaluation& eval, ForwardState& state, kernels::Ops& ops, hooks::DisabledHooks& hooks) const override {
-        forward(eval, state, ops, hooks);
-    }
-    void evaluate(const Evaluation& eval, ForwardState& state, kernels::Ops& ops, hooks::ActiveHooks& hooks) const override {
-        forward(eval, state, ops, hooks);
-    }
-
-    template <class Hooks>
-    void forward(const Evaluation& eval, ForwardState& state, kernels::Ops& ops, Hooks& hooks) const;
-
-private:
-    Qwen3Weights w_;
-};
-
-template <class Hooks>
-void Qwen3Model::forward(const Evaluation& eval, ForwardState& state, kernels::Ops& ops, Hooks& hooks) const {
-    const ModelConfig& c = config_;
-    Workspace& ws = state.workspace;
-    const hooks::EvalInfo& info = eval.info;
-    const std::size_t T = eval.tokens.size();
-    const std::size_t first = info.start_position;  // position of row 0
-    const std::size_t n_kv = first + T;             // cached positions visible after this evaluation
-    const std::size_t E = c.n_embd;
-    const float eps = c.rms_eps;
-
-    Rows x = Workspace::rows(ws.residual, T, E);  // [T, E] the residual stream
-    ops.get_rows({"token_embd", kernels::kNoLayer, OpKind::Embedding}, w_.token_embd, eval.tokens, x);
-
-    for (std::uint32_t il = 0; il < c.n_layers; ++il) {
-        const LayerConfig& L = c.layers[il];
-        const Qwen3Layer& w = w_.layers[il];
-        const auto layer = static_cast<std::int32_t>(il);
-
-        hooks.before_layer(info, il, x);
-
-        // ---- attention block: attn_output(softmax(q k^T / sqrt(D)) v), Q and K RMS-normed per head ----
-        Rows pattern = pattern_buffer(hooks, ws, L.n_head, T, n_kv);  // empty unless wanted
-        const AttentionSite site{layer, &c, &L, {}, first};
-        Rows heads = attention_heads(ops, site, eval, w.attn, x, state.kv_cache, ws, pattern);  // [T, H * D]
-        if (pattern.data) hooks.attention_pattern(info, il, pattern);
-        hooks.head_outputs(info, il, heads);
-        Rows attn_out = Workspace::rows(ws.attention_out, T, E);  // [T, E]
-        ops.matmul({"attn_output", layer, OpKind::Projection}, heads, w.attn.output, attn_out);
-
-        hooks.after_attention(info, il, attn_out);
-        // (the last rows only, in a last layer nothing else reads: mlp_rows)
-        const std::size_t M = mlp_rows<Hooks>(eval, il, c.n_layers, w.ffn);
-        Rows xm = x.slice(T - M, M);  // [M, E]
-        ops.add({"ffn_inp", layer, OpKind::ResidualAdd}, xm, attn_out.slice(T - M, M), xm);
-        hooks.residual_mid(info, il, xm);  // (ActiveHooks: M = T)
-
-        // ---- MLP block: down(silu(gate(h)) * up(h)) ----
-        Rows activation = feed_forward_activation(ops, layer, GateActivation::Silu, w.ffn, eps, xm, ws);  // [M, n_ff]
-        hooks.mlp_activation(info, il, activation);
-        Rows mlp_out = Workspace::rows(ws.mlp_out, M, E);  // [M, E]
-        ops.matmul({"ffn_down", layer, OpKind::Projection}, activation, w.ffn.down, mlp_out);
-
-        hooks.after_mlp(info, il, mlp_out);
-        ops.add({"l_out", layer, OpKind::ResidualAdd}, xm, mlp_out, xm);
-
-        hooks.after_layer(info, il, x);
-    }
-
-    // ---- logits for the last row, or for every row when asked ----
-    const std::size_t R = logit_rows(eval);
-    Rows normed = Workspace::rows(ws.final_normed, R, E);    // [R, E]
-    Rows logits = Workspace::rows(ws.logits, R, c.n_vocab);  // [R, n_vocab]
-    final_norm(ops, x.slice(T - R, R), normed);
-    hooks.before_logits(info, normed);
-    lm_head(ops, normed, logits, eval.segments);
-    hooks.after_logits(info, logits);
-}
-
-template void Qwen3Model::forward<hooks::DisabledHooks>(const Evaluation&, ForwardState&, kernels::Ops&,
-                                                        hooks::DisabledHooks&) const;
-template void Qwen3Model::forward<hooks::ActiveHooks>(const Evaluation&, ForwardState&, kernels::Ops&,
-                                                      hooks::ActiveHooks&) const;
-
-}  // namespace
-
-static std::unique_ptr<Model> load_qwen3(const gguf::File& file, ModelConfig config) {
-    Qwen3Weights weights = load_weights(file, config);
-    OutputHead head = load_output_head(file, config, weights.token_embd);
-    return std::make_unique<Qwen3Model>(std::move(config), std::move(head), std::move(weights));
+std::unique_ptr<Model> load_qwen3(const gguf::File& file, ModelConfig config) {
+    return load_llama_decoder(file, std::move(config), {.head_norm = HeadNorm::QK, .rope_freqs = false});
 }
 
 // ---- the registry entry (models/family.hpp) ----
-namespace {
 
 void read_config(const MetadataKeys& keys, ModelConfig& c, LayerGeometry& g) {
     c.rope_mode = RopeMode::Neox;

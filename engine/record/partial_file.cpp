@@ -76,8 +76,11 @@ void PartialFile::finish() {
     if (ec) throw Error(fmt::format("{}: cannot rename into place: {}", final_.string(), ec.message()));
 }
 
-std::string NpyAppender::header(std::string_view descr, std::size_t rows, std::size_t cols) {
-    const std::string shape = cols == 0 ? fmt::format("({},)", rows) : fmt::format("({}, {})", rows, cols);
+std::string NpyAppender::header(std::string_view descr, std::size_t rows, const std::vector<std::size_t>& row_shape) {
+    // Python's tuple text: "(R,)", "(R, C)", "(R, H, C)".
+    std::string shape = fmt::format("({}", rows);
+    for (std::size_t d : row_shape) shape += fmt::format(", {}", d);
+    shape += row_shape.empty() ? ",)" : ")";
     std::string dict = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", descr, shape);
     constexpr std::size_t prefix = 10;  // magic (6), version (2), header length (2)
     if (prefix + dict.size() + 1 > kHeaderBytes) throw Error("npy header too long");
@@ -89,10 +92,11 @@ std::string NpyAppender::header(std::string_view descr, std::size_t rows, std::s
     return out + dict;
 }
 
-NpyAppender::NpyAppender(fs::path final_path, std::string descr, std::size_t cols, std::optional<std::uint64_t> resume_bytes)
-    : file_(std::move(final_path), resume_bytes), descr_(std::move(descr)), cols_(cols) {
+NpyAppender::NpyAppender(fs::path final_path, std::string descr, std::vector<std::size_t> row_shape,
+                         std::optional<std::uint64_t> resume_bytes)
+    : file_(std::move(final_path), resume_bytes), descr_(std::move(descr)), row_shape_(std::move(row_shape)) {
     if (!resume_bytes) {
-        file_.write(header(descr_, 0, cols_));
+        file_.write(header(descr_, 0, row_shape_));
         return;
     }
     if (file_.size() < kHeaderBytes || (file_.size() - kHeaderBytes) % row_bytes() != 0)
@@ -102,7 +106,15 @@ NpyAppender::NpyAppender(fs::path final_path, std::string descr, std::size_t col
 
 std::size_t NpyAppender::row_bytes() const {
     const std::size_t element = descr_ == "<f8" || descr_ == "<i8" ? 8 : 4;
-    return element * (cols_ == 0 ? 1 : cols_);
+    std::size_t elements = 1;
+    for (std::size_t d : row_shape_) elements *= d;
+    return element * elements;
+}
+
+std::vector<std::size_t> NpyAppender::shape() const {
+    std::vector<std::size_t> out{rows_};
+    out.insert(out.end(), row_shape_.begin(), row_shape_.end());
+    return out;
 }
 
 void NpyAppender::append(const void* rows_data, std::size_t rows) {
@@ -111,7 +123,7 @@ void NpyAppender::append(const void* rows_data, std::size_t rows) {
 }
 
 void NpyAppender::finish() {
-    file_.overwrite(0, header(descr_, rows_, cols_));
+    file_.overwrite(0, header(descr_, rows_, row_shape_));
     file_.finish();
 }
 

@@ -3,10 +3,10 @@
 // NAME.partial until finish() renames it to NAME, so a reader never takes a half-written
 // file for a finished one.
 //
-// PartialFile: raw bytes. NpyAppender: a .npy array [rows, cols] whose header reserves
-// room for any row count and is rewritten with the true count by finish().
+// PartialFile: raw bytes. NpyAppender: a .npy array [rows, ROW_SHAPE...] whose header
+// reserves room for any row count and is rewritten with the true count by finish().
 //
-//   NpyAppender a(dir / "after_layer.layer3.npy", "<f4", n_embd, std::nullopt);  // fresh
+//   NpyAppender a(dir / "after_layer.layer3.npy", "<f4", {n_embd}, std::nullopt);  // fresh
 //   a.append(rows.data(), n_rows);  a.flush();   ... a.finish();
 #pragma once
 
@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ember::extract {
 
@@ -53,8 +54,9 @@ private:
 
 class NpyAppender {
 public:
-    // `descr` is "<f4", "<i4" or "<f8"; a 2-D array [rows, cols], or 1-D [rows] when cols is 0.
-    NpyAppender(std::filesystem::path final_path, std::string descr, std::size_t cols,
+    // `descr` is "<f4", "<i4" or "<f8"; an array [rows, row_shape...]: 1-D [rows] when
+    // row_shape is empty, [rows, cols] for {cols}, [rows, n_head, n_kv] for {n_head, n_kv}.
+    NpyAppender(std::filesystem::path final_path, std::string descr, std::vector<std::size_t> row_shape,
                 std::optional<std::uint64_t> resume_bytes);
 
     void append(const void* rows_data, std::size_t rows);
@@ -62,12 +64,13 @@ public:
     void finish();  // the header's row count made true, then renamed
 
     std::size_t rows() const { return rows_; }
-    std::size_t cols() const { return cols_; }
+    const std::vector<std::size_t>& row_shape() const { return row_shape_; }
+    std::vector<std::size_t> shape() const;  // {rows(), row_shape()...}
     const std::string& descr() const { return descr_; }
     const PartialFile& file() const { return file_; }
 
-    // The header of a [rows, cols] array, always kHeaderBytes long.
-    static std::string header(std::string_view descr, std::size_t rows, std::size_t cols);
+    // The header of a [rows, row_shape...] array, always kHeaderBytes long.
+    static std::string header(std::string_view descr, std::size_t rows, const std::vector<std::size_t>& row_shape);
     static constexpr std::size_t kHeaderBytes = 128;
 
 private:
@@ -75,7 +78,7 @@ private:
 
     PartialFile file_;
     std::string descr_;
-    std::size_t cols_ = 0;
+    std::vector<std::size_t> row_shape_;
     std::size_t rows_ = 0;
 };
 

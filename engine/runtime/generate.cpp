@@ -50,15 +50,6 @@ void report_sampling(const Session& session, const Sampler& sampler, std::size_t
 
 }  // namespace
 
-std::string_view stop_reason_name(StopReason reason) {
-    switch (reason) {
-        case StopReason::MaxTokens: return "max_tokens";
-        case StopReason::EndOfGeneration: return "end_of_generation";
-        case StopReason::Skipped: return "skipped";
-    }
-    return "max_tokens";
-}
-
 GenerationResult generate(Session& session, std::span<const std::int32_t> prompt, const GenerationOptions& options,
                           const std::function<bool(std::int32_t)>& is_end_of_generation,
                           const std::function<void(std::int32_t)>& on_token, hooks::ActiveHooks* hooks) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hooks/hooks.hpp"
+#include "hooks/stop_reason.hpp"
 #include "runtime/sampler.hpp"
 #include "runtime/session.hpp"
 
@@ -18,8 +19,9 @@ namespace ember::runtime {
 
 // Skipped: nothing was evaluated, an experiment supplied the tokens (ABI 1.1 skip_inference;
 // app/run_job.cpp makes such a result, generate() never returns it).
-enum class StopReason { MaxTokens, EndOfGeneration, Skipped };
-std::string_view stop_reason_name(StopReason reason);  // "max_tokens", "end_of_generation", "skipped"
+// Why a generation ended: the host's list (hooks/stop_reason.hpp, from plugin.h's one list).
+using hooks::StopReason;
+using hooks::stop_reason_name;  // "max_tokens", "end_of_generation", "skipped", ...
 
 struct GenerationOptions {
     std::size_t max_tokens = 32;

@@ -21,10 +21,12 @@
 //
 // One array per (stage, layer, phase): rows are the selected positions in the order they
 // were computed (prefill: the prompt's; decode: one row per step). attention_pattern
-// ([n_head * T, n_kv] per evaluation, its width growing with every decode step) gives one
-// array per (layer, evaluation): attention_pattern.layerL.prefill.npy and
-// attention_pattern.layerL.decode.stepS.npy, rows in (head, position) order with the
-// manifest's "heads" and "positions" naming each row; `heads = [...]` keeps only those. Files are written
+// (handed head-major, [n_head * T, n_kv] per evaluation, its width growing with every
+// decode step) gives one array per (layer, evaluation): attention_pattern.layerL.prefill.npy
+// and attention_pattern.layerL.decode.stepS.npy, written as `ember extract` writes it:
+// [positions, heads, n_kv], [i, j] being head heads[j] of positions[i] (the manifest's
+// "positions" and "heads" name the two axes, "layout" says so); `heads = [...]` keeps only
+// those heads (all by default). Files are written
 // when the generation completes (manifest "complete": true) or when the run fails
 // (whatever was captured, "complete": false); each file is written to a temporary name
 // and renamed, the manifest last. The manifest is sealed like the run's (its "files"
@@ -62,10 +64,15 @@ struct Series {
     std::size_t cols = 0;
     std::optional<std::size_t> step;  // attention_pattern in decode: one array per step
     std::vector<std::size_t> positions;
-    std::vector<std::size_t> heads;  // attention_pattern: each row's head
+    std::vector<std::size_t> heads;  // attention_pattern: the heads along the second axis
     std::vector<std::optional<ember::selection::TokenSpan>> spans;  // each row's, none for a generated token
     std::vector<bool> partial;                                      // each row's, with a spec
-    std::vector<float> values;  // [positions.size(), cols]
+    std::vector<float> values;  // [positions.size(), cols]; attention_pattern [positions.size(), heads.size(), cols]
+
+    std::vector<std::size_t> shape() const {
+        if (stage == EMBER_STAGE_ATTENTION_PATTERN) return {positions.size(), heads.size(), cols};
+        return {positions.size(), cols};
+    }
 
     std::string file_name() const {
         std::string name = ember_plugins::stage_name(stage);
@@ -151,16 +158,44 @@ private:
         if (s.cols != tensor.shape()[1])
             return ember::Status::error("activation width changed from " + std::to_string(s.cols) + " to " +
                                         std::to_string(tensor.shape()[1]));
-        selection_.for_each_row(stage, ctx, tensor, [&](std::size_t row, std::size_t position) {
-            const auto values = tensor.row(row);
-            s.values.insert(s.values.end(), values.begin(), values.end());
+        auto keep_position = [&](std::size_t position) {
             s.positions.push_back(position);
-            if (pattern) s.heads.push_back(row / ctx.input_token_count);
             s.spans.push_back(ctx.phase == ember::ExecutionPhase::Prefill && position < spans_.size()
                                   ? std::optional(spans_[position])
                                   : std::nullopt);
             if (selection_.spec()) s.partial.push_back(is_partial(position));
+        };
+        if (pattern) return keep_pattern(s, ctx, tensor, fresh, keep_position);
+        selection_.for_each_row(stage, ctx, tensor, [&](std::size_t row, std::size_t position) {
+            const auto values = tensor.row(row);
+            s.values.insert(s.values.end(), values.begin(), values.end());
+            keep_position(position);
         });
+        return {};
+    }
+
+    // attention_pattern: the hook's head-major rows (h * T + t) reordered position-major,
+    // [position, head, n_kv], as `ember extract` writes them.
+    template <class KeepPosition>
+    ember::Status keep_pattern(Series& s, const ember::ExecutionContext& ctx, const ember::TensorAccess& tensor, bool fresh,
+                               KeepPosition&& keep_position) const {
+        const std::size_t T = ctx.input_token_count;
+        const std::size_t n_head = T == 0 ? 0 : tensor.shape()[0] / T;
+        if (fresh) {
+            for (std::size_t h : selection_.heads())
+                if (h >= n_head) return Selection::head_error(h, n_head);
+            for (std::size_t h = 0; h < n_head; ++h)
+                if (selection_.wants_head(h)) s.heads.push_back(h);
+        }
+        for (std::size_t t = 0; t < T; ++t) {
+            const std::size_t position = ctx.start_position + t;
+            if (!selection_.wants_position(position, ctx.sequence_length())) continue;
+            for (std::size_t h : s.heads) {
+                const auto values = tensor.row(h * T + t);
+                s.values.insert(s.values.end(), values.begin(), values.end());
+            }
+            keep_position(position);
+        }
         return {};
     }
 
@@ -184,8 +219,8 @@ private:
         fs::create_directories(dir_);
         std::string arrays, files;
         for (const auto& [key, s] : series_) {
-            const std::size_t rows = s.positions.size();
-            const std::string header = ember::npy::header("<f4", {rows, s.cols});
+            const std::vector<std::size_t> shape = s.shape();
+            const std::string header = ember::npy::header("<f4", shape);
             const std::size_t bytes = s.values.size() * sizeof(float);
             ember::npy::write_file_atomically(dir_ / s.file_name(), header, s.values.data(), bytes);
             ember::Sha256 sha;
@@ -204,8 +239,9 @@ private:
                       ", \"select\": " + (selection_.spec() ? json_string(selection_.spec()->to_string()) : "null") +
                       ", \"byte_spans\": " + spans_json(s) +
                       (selection_.spec() ? ", \"partial\": " + ember_plugins::json_bool_array(s.partial) : "") +
-                      (s.step ? ", \"step\": " + std::to_string(*s.step) : "") + ", \"shape\": [" +
-                      std::to_string(rows) + ", " + std::to_string(s.cols) + "], \"dtype\": \"float32\"}";
+                      (s.step ? ", \"step\": " + std::to_string(*s.step) : "") +
+                      (s.heads.empty() ? "" : ", \"layout\": \"[positions, heads, n_kv]\"") +
+                      ", \"shape\": " + ember_plugins::json_int_array(shape) + ", \"dtype\": \"float32\"}";
         }
         const std::string manifest =
             "{\n  \"schema_version\": 1,\n  \"kind\": \"ember.capture\",\n  \"run_id\": " + json_string(run_id_) +

@@ -243,12 +243,8 @@ class RowSelection:
         return _frame([records[i] for i in self.indices])
 
     def array(self, stage: str, layer: Optional[int] = None) -> np.ndarray:
-        a = self.run.array(stage, layer)
-        if stage == "attention_pattern":
-            per = self.run.manifest.get("tensor_contract", {}).get("rows_per_row") or a.shape[0] // max(1, len(self.run._row_records()))
-            idx = (self.indices[:, None] * per + np.arange(per)[None, :]).reshape(-1)
-            return np.asarray(a[idx])
-        return np.asarray(a[self.indices])
+        # The first axis is the row in every array (attention_pattern: [rows, n_head, n_kv]).
+        return np.asarray(self.run.array(stage, layer)[self.indices])
 
 
 def open_run(directory) -> Run:

@@ -44,14 +44,19 @@ config::AddBos add_bos_from(const std::optional<bool>& add_bos) {
 
 py::bytes as_bytes(const std::string& s) { return py::bytes(s.data(), s.size()); }
 
-// A float32 [rows, cols] view of `values` (owned by `owner`), read-only.
-py::array_t<float> owned_view(const std::vector<float>& values, std::size_t rows, std::size_t cols,
+// A float32 C-order view of `values` (owned by `owner`) of `shape`, read-only.
+py::array_t<float> owned_view(const std::vector<float>& values, const std::vector<std::size_t>& shape,
                               const std::shared_ptr<const void>& owner) {
     auto* keep = new std::shared_ptr<const void>(owner);
     const py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<const void>*>(p); });
-    py::array_t<float> a({static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(cols)},
-                         {static_cast<py::ssize_t>(cols * sizeof(float)), static_cast<py::ssize_t>(sizeof(float))},
-                         values.empty() ? nullptr : values.data(), base);
+    std::vector<py::ssize_t> dims, strides(shape.size());
+    for (std::size_t d : shape) dims.push_back(static_cast<py::ssize_t>(d));
+    py::ssize_t stride = sizeof(float);
+    for (std::size_t i = shape.size(); i-- > 0;) {
+        strides[i] = stride;
+        stride *= dims[i];
+    }
+    py::array_t<float> a(dims, strides, values.empty() ? nullptr : values.data(), base);
     a.attr("setflags")(py::arg("write") = false);
     return a;
 }
@@ -62,7 +67,7 @@ py::dict capture_dict(const extract::Capture& c, const std::shared_ptr<const voi
     d["layer"] = c.layer ? py::object(py::int_(*c.layer)) : py::object(py::none());
     d["positions"] = c.positions;
     d["rows_per_position"] = c.rows_per_position;
-    d["array"] = owned_view(c.values, c.rows(), c.cols, owner);
+    d["array"] = owned_view(c.values, c.shape(), owner);
     return d;
 }
 

@@ -96,7 +96,7 @@ def torch_gradients(tm, manifest):
 def select(entry, tensor, n_head, prompt_tokens, mask=None):
     """The rows an array holds from a torch site tensor."""
     positions = entry["positions"]
-    if entry["stage"] == "attention_pattern":  # torch [H, T, T] -> rows i * H + h, the prompt's columns
+    if entry["stage"] == "attention_pattern":  # torch [H, T, T] -> [positions, H, the prompt's columns]
         # Ember's attention skips masked keys: a weight there changes nothing, its gradient is 0
         # (torch's P @ V reads every key, so its gradient there is d out . v_j).
         rows = []
@@ -105,7 +105,7 @@ def select(entry, tensor, n_head, prompt_tokens, mask=None):
                 row = tensor[h, p, :prompt_tokens].numpy().copy()
                 row[mask[p, :prompt_tokens] == 0] = 0.0
                 rows.append(row)
-        return np.stack(rows)
+        return np.stack(rows).reshape(len(positions), n_head, prompt_tokens)
     return tensor[positions].numpy()
 
 

@@ -25,7 +25,7 @@
 #include "kernels/fast/aligned_buffer.hpp"
 #include "kernels/fast/attention.hpp"
 #include "kernels/fast/row_ops.hpp"
-#include "kernels/fast/half_precision.hpp"
+#include "kernels/float16.hpp"
 #include "kernels/fast/kernel_set.hpp"
 #include "kernels/fast/matmul.hpp"
 #include "kernels/fast/thread_pool.hpp"
@@ -67,7 +67,7 @@ fast::AlignedBuffer random_weights(GgmlType type, std::size_t rows, std::size_t 
     if (type == GgmlType::Q8_0) {
         auto* blocks = reinterpret_cast<fast::BlockQ8_0*>(p);
         for (std::size_t b = 0; b < rows * cols / 32; ++b) {
-            blocks[b].d = fast::fp32_to_fp16(0.0005f + std::fabs(value(rng)) * 0.01f);
+            blocks[b].d = ember::kernels::fp32_to_fp16(0.0005f + std::fabs(value(rng)) * 0.01f);
             for (auto& v : blocks[b].qs) v = static_cast<std::int8_t>(q(rng));
         }
     } else if (f.block_size > 1) {
@@ -86,7 +86,7 @@ fast::AlignedBuffer random_weights(GgmlType type, std::size_t rows, std::size_t 
             const float v = value(rng);
             if (type == GgmlType::F32) std::memcpy(p + 4 * i, &v, 4);
             else {
-                const std::uint16_t h = type == GgmlType::F16 ? fast::fp32_to_fp16(v) : fast::fp32_to_bf16(v);
+                const std::uint16_t h = type == GgmlType::F16 ? ember::kernels::fp32_to_fp16(v) : ember::kernels::fp32_to_bf16(v);
                 std::memcpy(p + 2 * i, &h, 2);
             }
         }
@@ -127,7 +127,7 @@ void bench_ops(const fast::KernelSet& kernels, fast::ThreadPool& pool, std::size
                 std::memcpy(keys.data() + 4 * i, &k, 4);
                 std::memcpy(values.data() + 4 * i, &v, 4);
             } else {
-                const std::uint16_t hk = fast::fp32_to_fp16(k), hv = fast::fp32_to_fp16(v);
+                const std::uint16_t hk = ember::kernels::fp32_to_fp16(k), hv = ember::kernels::fp32_to_fp16(v);
                 std::memcpy(keys.data() + 2 * i, &hk, 2);
                 std::memcpy(values.data() + 2 * i, &hv, 2);
             }

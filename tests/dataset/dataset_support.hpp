@@ -40,9 +40,10 @@ inline std::vector<boost::json::object> read_jsonl(const std::filesystem::path& 
     return out;
 }
 
-// Rows [first, first + count) of a 2-D array.
+// Rows [first, first + count) of a 2-D or 3-D array (a row: everything after the first index).
 inline std::vector<float> rows_of(const npy::Array& a, std::size_t first, std::size_t count) {
-    const std::size_t cols = a.shape.at(1);
+    std::size_t cols = 1;
+    for (std::size_t d = 1; d < a.shape.size(); ++d) cols *= a.shape[d];
     return {a.values.begin() + static_cast<std::ptrdiff_t>(first * cols),
             a.values.begin() + static_cast<std::ptrdiff_t>((first + count) * cols)};
 }

@@ -1,7 +1,7 @@
 // Rung: activation-reference. attention_pattern in a dataset run: every sample's rows are
 // the pattern over its own KV positions only, bit for bit what a single-prompt `ember
-// extract` of the same text and selection writes ([rows * n_head, n_kv], row i * n_head +
-// h), then zeros up to the longest sample; `--batch-tokens 1` and the default give
+// extract` of the same text and selection writes ([rows, n_head, n_kv]: the dataset's
+// array is [R, n_head, longest n_kv]), then zeros up to the longest sample; `--batch-tokens 1` and the default give
 // identical bytes; on both routes, Gemma 4 with a sliding window and shared KV included.
 #include <doctest/doctest.h>
 #include <ember/npy.hpp>
@@ -61,8 +61,10 @@ void check_patterns(const std::string& model, const std::string& route) {
         const std::string file(t.at("file").as_string());
         CAPTURE(file);
         const auto all = npy::read(dir.path() / "packed" / file);
-        const std::size_t n_head = t.at("rows_per_row").to_number<std::size_t>();
-        const std::size_t width = all.shape.at(1);
+        REQUIRE(all.shape.size() == 3);  // [rows, n_head, longest n_kv]
+        CHECK(t.at("layout").as_string() == "[rows, n_head, n_kv]");
+        const std::size_t n_head = all.shape.at(1);
+        const std::size_t width = all.shape.at(2);
         for (std::size_t i = 0; i < samples.size(); ++i) {
             CAPTURE(kSamples[i].text);
             const fs::path one = dir.path() / fmt::format("one{}", i);
@@ -70,14 +72,16 @@ void check_patterns(const std::string& model, const std::string& route) {
                 extract(fmt::format("{} --prompt {} --select {} --out {}", common, shell_quote(kSamples[i].text),
                                     shell_quote(kSamples[i].select), shell_quote(one.string())));
             const auto single = npy::read(one / file);
-            const std::size_t n_kv = single.shape.at(1);
-            const std::size_t first = samples[i].at("first_row").to_number<std::size_t>() * n_head;
-            const std::size_t rows = samples[i].at("row_count").to_number<std::size_t>() * n_head;
-            REQUIRE(single.shape.at(0) == rows);
+            REQUIRE(single.shape.size() == 3);
+            const std::size_t n_kv = single.shape.at(2);
+            const std::size_t first = samples[i].at("first_row").to_number<std::size_t>();
+            const std::size_t count = samples[i].at("row_count").to_number<std::size_t>();
+            REQUIRE(single.shape.at(0) == count);
+            REQUIRE(single.shape.at(1) == n_head);
             REQUIRE(n_kv <= width);
-            const auto mine = rows_of(all, first, rows);
+            const auto mine = rows_of(all, first, count);
             std::vector<float> own, beyond;
-            for (std::size_t r = 0; r < rows; ++r) {
+            for (std::size_t r = 0; r < count * n_head; ++r) {  // each (row, head)
                 own.insert(own.end(), mine.begin() + r * width, mine.begin() + r * width + n_kv);
                 beyond.insert(beyond.end(), mine.begin() + r * width + n_kv, mine.begin() + (r + 1) * width);
             }

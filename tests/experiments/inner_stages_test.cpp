@@ -394,9 +394,9 @@ TEST_CASE("the built-ins on a real model: ablate heads = [h] zeroes that head, c
     for (std::size_t d = 0; d < D; ++d) other += std::abs(heads.values[d]);
     CHECK(other > 0.0);  // head 0 left alone
 
-    // Only head 1's rows: [T, n_kv], each summing to 1.
+    // Only head 1: [T, 1, n_kv] ([positions, heads, n_kv]), each row summing to 1.
     const auto pattern = ember::npy::read(out.path() / "capture" / fmt::format("attention_pattern.layer{}.prefill.npy", layer));
-    REQUIRE(pattern.shape == std::vector<std::size_t>{kTokens, kTokens});
+    REQUIRE(pattern.shape == std::vector<std::size_t>{kTokens, 1, kTokens});
     for (std::size_t r = 0; r < kTokens; ++r) {
         double sum = 0.0;
         for (std::size_t j = 0; j < kTokens; ++j) sum += pattern.values[r * kTokens + j];
@@ -421,9 +421,9 @@ TEST_CASE("ember extract records the inner stages with the shapes docs/formats.m
     CHECK(heads.shape[1] == std::size_t{L.n_head} * L.head_dim);
     CHECK(ember::npy::read(dir / "mlp_activation.layer1.npy").shape == std::vector<std::size_t>{T, L.n_ff});
     const auto pattern = ember::npy::read(dir / "attention_pattern.layer1.npy");
-    REQUIRE(pattern.shape == std::vector<std::size_t>{T * L.n_head, T});
+    REQUIRE(pattern.shape == std::vector<std::size_t>{T, L.n_head, T});  // [positions, n_head, n_kv]
     for (std::size_t r = 0; r < T * L.n_head; ++r) {
-        const std::size_t position = r / L.n_head;  // row i * n_head + h
+        const std::size_t position = r / L.n_head;  // [i, h] at flat row i * n_head + h
         double sum = 0.0;
         for (std::size_t j = 0; j < T; ++j) {
             sum += pattern.values[r * T + j];
@@ -433,6 +433,65 @@ TEST_CASE("ember extract records the inner stages with the shapes docs/formats.m
     }
     const auto verify = run_command(std::string(EMBER_BINARY) + " verify " + shell_quote(dir.string()), true);
     CHECK_MESSAGE(verify.exit_code == 0, verify.output);
+}
+
+TEST_CASE("one layout for attention_pattern: capture and ember extract write [positions, n_head, n_kv], the hook's rows reordered") {
+    const Fixture f("synth-qwen3-q8_0");
+    const models::ModelConfig& c = f.config();
+    const std::uint32_t layer = 1;
+    const std::size_t H = c.layers[layer].n_head, T = kTokens;
+    const std::vector<std::int32_t> ids = prompt(c);
+
+    // The hook's view: head-major, row h * T + t (plugin.h).
+    const Probe probe = run(f, runtime::Route::Reference);
+    const Captured& view = probe.at(Stage::AttentionPattern, layer);
+    REQUIRE(view.rows == H * T);
+    REQUIRE(view.cols == T);
+
+    // capture (every head), in process on the same ids.
+    TempDir out;
+    experiments::RunInfo info;
+    info.run_id = "pattern-layout";
+    info.output_dir = out.path().string();
+    info.route = "reference";
+    const std::vector<experiments::ExperimentSpec> specs = {
+        {std::string(EMBER_BUILTIN_PLUGIN_DIR) + "/libcapture.so",
+         fmt::format(R"({{"stages": ["attention_pattern"], "layers": [{}], "phase": "prefill"}})", layer), {}, "test"}};
+    experiments::RunnerOptions options;
+    options.log = [](experiments::LogLevel, std::string_view, std::string_view) {};
+    experiments::ExperimentRunner runner(specs, info, options);
+    runner.on_model_loaded(c);
+    runtime::Session session(*f.model, {.route = runtime::Route::Reference, .context_length = 64, .threads = 2, .max_batch = kTokens});
+    hooks::EvalInfo prefill;
+    prefill.n_tokens = T;
+    runner.before_prefill(prefill);
+    session.prefill(ids, false, &runner);
+    runner.on_generation_complete(0, experiments::StopReason::MaxTokens);
+    runner.finish();
+    const auto captured = ember::npy::read(out.path() / "capture" / fmt::format("attention_pattern.layer{}.prefill.npy", layer));
+
+    // ember extract of the same ids.
+    std::string id_text;
+    for (std::int32_t id : ids) id_text += (id_text.empty() ? "" : ",") + std::to_string(id);
+    const auto dir = out.path() / "extract";
+    const auto extract = run_command(std::string(EMBER_BINARY) + " extract --route reference --threads 2 --model " +
+                                         shell_quote(fixture_path("models/synth-qwen3-q8_0.gguf").string()) + " --ids " +
+                                         id_text + " --out " + shell_quote(dir.string()) +
+                                         fmt::format(" --stages attention_pattern --layers {}", layer),
+                                     true);
+    REQUIRE_MESSAGE(extract.exit_code == 0, extract.output);
+    const auto extracted = ember::npy::read(dir / fmt::format("attention_pattern.layer{}.npy", layer));
+
+    const std::vector<std::size_t> shape{T, H, T};
+    REQUIRE(captured.shape == shape);
+    REQUIRE(extracted.shape == shape);
+    for (std::size_t t = 0; t < T; ++t)
+        for (std::size_t h = 0; h < H; ++h)
+            for (std::size_t k = 0; k < T; ++k) {
+                const float hook = view.values[(h * T + t) * T + k];
+                REQUIRE(captured.values[(t * H + h) * T + k] == hook);
+                REQUIRE(extracted.values[(t * H + h) * T + k] == hook);
+            }
 }
 
 }  // namespace ember::test

@@ -92,6 +92,29 @@ TEST_CASE("a run generating N tokens calls every stage the documented number of 
     CHECK(runner.records()[0].outcome == Outcome::Ok);
 }
 
+// Rung: smoke (ABI contract). One stop-reason list (plugin.h's EMBER_STOP_REASON_LIST):
+// a code outside it reaching a plugin fails on_generation_complete by name; the SDK never
+// reads it as max_tokens.
+TEST_CASE("an unknown stop reason reaching a plugin is refused by name, not read as max_tokens") {
+    LogLines log;
+    const SyntheticModel m;
+    ExperimentRunner runner({spec(test_plugin("recorder"))}, test_run_info(2), options_with(log));
+    runner.on_model_loaded(m.config());
+    const auto prefill = prefill_eval(2);
+    runner.before_prefill(prefill);
+    forward(runner, m, prefill, 0);
+    std::string message;
+    try {
+        runner.on_generation_complete(1, static_cast<experiments::StopReason>(99));
+    } catch (const ExperimentFailure& e) {
+        message = e.what();
+    }
+    CHECK(message.find("failed in on_generation_complete: the host passed stop reason code 99, which this plugin's "
+                       "SDK does not know") != std::string::npos);
+    CHECK(!log.contains("stop=0"));
+    CHECK(runner.records()[0].outcome == Outcome::Failed);
+}
+
 TEST_CASE("stages fire in order, per layer in increasing order, with their contexts") {
     LogLines log;
     const SyntheticModel m;

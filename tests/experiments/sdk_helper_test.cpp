@@ -7,6 +7,8 @@
 
 #include <ember/experiment.hpp>
 
+#include "hooks/stop_reason.hpp"
+
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -310,4 +312,20 @@ TEST_CASE("an unknown stop reason or family code is refused by name, not read as
         CHECK(ember::detail::to_model_context(&model).family == f.family);
         CHECK(ember::family_name(f.family) == f.name);
     }
+}
+
+// Rung: smoke (ABI contract). The SDK's stop reasons and the host's are one list
+// (plugin.h's EMBER_STOP_REASON_LIST): the same codes, in the same order, with the same names.
+TEST_CASE("the SDK's stop reasons and the host's come from one list") {
+    REQUIRE(std::size(ember::kStopCodes) == std::size(ember::hooks::kStopReasons));
+    for (std::size_t i = 0; i < std::size(ember::kStopCodes); ++i) {
+        const ember::StopCode& sdk = ember::kStopCodes[i];
+        const ember::hooks::StopReasonRow& host = ember::hooks::kStopReasons[i];
+        CHECK(sdk.code == static_cast<std::uint32_t>(host.reason));
+        CHECK(sdk.code == static_cast<std::uint32_t>(sdk.reason));
+        CHECK(sdk.name == host.name);
+        CHECK(ember::stop_reason_name(sdk.reason) == ember::hooks::stop_reason_name(host.reason));
+        CHECK(ember::hooks::stop_reason_from_name(host.name) == host.reason);
+    }
+    CHECK_FALSE(ember::hooks::stop_reason_from_name("maxtokens").has_value());
 }

@@ -19,7 +19,7 @@
 #include "kernels/fast/aligned_buffer.hpp"
 #include "kernels/fast/attention.hpp"
 #include "common/error.hpp"
-#include "kernels/fast/half_precision.hpp"
+#include "kernels/float16.hpp"
 
 using namespace ember::test;
 namespace fast = ember::kernels::fast;

@@ -10,7 +10,7 @@
 #include <limits>
 
 #include "kernel_test_support.hpp"
-#include "kernels/fast/half_precision.hpp"
+#include "kernels/float16.hpp"
 
 using namespace ember::test;
 namespace fast = ember::kernels::fast;
@@ -60,7 +60,7 @@ std::vector<float> bf16_rounding_inputs() {
 
 TEST_CASE("conversions: F16 decode is exact for all 65536 bit patterns") {
     for (std::uint32_t h = 0; h < 0x10000; ++h) {
-        const float got = fast::fp16_to_fp32(static_cast<std::uint16_t>(h));
+        const float got = ember::kernels::fp16_to_fp32(static_cast<std::uint16_t>(h));
         const double want = ref_half_value(static_cast<std::uint16_t>(h));
         if (std::isnan(want)) {
             REQUIRE(std::isnan(got));
@@ -76,7 +76,7 @@ TEST_CASE("conversions: F32 -> F16 rounds to nearest even in every kernel set, e
     const auto inputs = half_rounding_inputs();
     std::vector<std::uint16_t> want(inputs.size());
     for (std::size_t i = 0; i < inputs.size(); ++i) want[i] = ref_float_to_half(inputs[i]);
-    for (std::size_t i = 0; i < inputs.size(); ++i) REQUIRE(fast::fp32_to_fp16(inputs[i]) == want[i]);
+    for (std::size_t i = 0; i < inputs.size(); ++i) REQUIRE(ember::kernels::fp32_to_fp16(inputs[i]) == want[i]);
     for (const auto& k : runnable_kernel_sets()) {
         CAPTURE(k.description);
         std::vector<std::uint16_t> got(inputs.size());
@@ -103,10 +103,10 @@ TEST_CASE("conversions: NaN stays NaN with its sign in F16 and BF16, the same bi
         k.round_row_bf16(nans.data(), b.data(), nans.size());
         for (std::size_t i = 0; i < nans.size(); ++i) {
             const bool negative = (float_bits(nans[i]) >> 31) != 0;
-            CHECK(std::isnan(fast::fp16_to_fp32(h[i])));
+            CHECK(std::isnan(ember::kernels::fp16_to_fp32(h[i])));
             CHECK(((h[i] & 0x8000) != 0) == negative);
             CHECK((h[i] & 0x0200) != 0);  // quiet
-            CHECK(h[i] == fast::fp32_to_fp16(nans[i]));
+            CHECK(h[i] == ember::kernels::fp32_to_fp16(nans[i]));
             CHECK(std::isnan(ref_bf16_to_float(b[i])));
             CHECK(((b[i] & 0x8000) != 0) == negative);
             CHECK(b[i] == ((float_bits(nans[i]) >> 16) | 0x40));  // model-math §2.1
@@ -118,7 +118,7 @@ TEST_CASE("conversions: F32 -> BF16 rounds to nearest even (subnormals kept) in 
     const auto inputs = bf16_rounding_inputs();
     std::vector<std::uint16_t> want(inputs.size());
     for (std::size_t i = 0; i < inputs.size(); ++i) want[i] = ref_float_to_bf16(inputs[i]);
-    for (std::size_t i = 0; i < inputs.size(); ++i) REQUIRE(fast::fp32_to_bf16(inputs[i]) == want[i]);
+    for (std::size_t i = 0; i < inputs.size(); ++i) REQUIRE(ember::kernels::fp32_to_bf16(inputs[i]) == want[i]);
     for (const auto& k : runnable_kernel_sets()) {
         CAPTURE(k.description);
         std::vector<std::uint16_t> got(inputs.size());
@@ -186,7 +186,7 @@ TEST_CASE("quantize Q8_0: non-finite blocks give the same bytes in every kernel 
         std::vector<fast::BlockQ8_0> got(3);
         k.quantize_row_q8_0(x.data(), got.data(), x.size());
         CHECK(got[0].d == 0x7C00);
-        CHECK(std::isnan(fast::fp16_to_fp32(got[1].d)));
+        CHECK(std::isnan(ember::kernels::fp16_to_fp32(got[1].d)));
         for (int j = 0; j < 32; ++j) CHECK(got[1].qs[j] == -128);
         results.push_back(got);
     }

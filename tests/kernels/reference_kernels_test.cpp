@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/reference/float_formats.hpp"
+#include "kernels/float16.hpp"
 #include "kernels/reference/kernels.hpp"
 
 namespace ember::kernels::reference {
@@ -28,21 +28,21 @@ WeightMatrix view(const std::vector<std::byte>& data, gguf::GgmlType type, std::
 
 TEST_CASE("F16 conversions: exact decode, round to nearest even, overflow to infinity") {
     for (std::uint32_t h = 0; h < 65536; ++h) {
-        const float f = fp16_to_f32(static_cast<std::uint16_t>(h));
+        const float f = fp16_to_fp32(static_cast<std::uint16_t>(h));
         if (std::isnan(f)) continue;
-        REQUIRE(f32_to_fp16(f) == h);  // every half value round-trips
+        REQUIRE(fp32_to_fp16(f) == h);  // every half value round-trips
     }
-    CHECK(fp16_to_f32(0x3c00) == 1.0f);
-    CHECK(fp16_to_f32(0x0001) == std::ldexp(1.0f, -24));  // smallest subnormal
-    CHECK(fp16_to_f32(0x7bff) == 65504.0f);
-    CHECK(f32_to_fp16(1.0f + std::ldexp(1.0f, -11)) == 0x3c00);      // a tie rounds to the even 1.0
-    CHECK(f32_to_fp16(1.0f + 3 * std::ldexp(1.0f, -11)) == 0x3c02);  // a tie rounds up to even
-    CHECK(f32_to_fp16(65519.0f) == 0x7bff);
-    CHECK(f32_to_fp16(65520.0f) == 0x7c00);
-    CHECK(f32_to_fp16(-1e10f) == 0xfc00);
-    CHECK(f32_to_fp16(std::ldexp(1.0f, -26)) == 0x0000);  // below half the smallest subnormal
-    CHECK(bf16_to_f32(0x3f80) == 1.0f);
-    CHECK(bf16_to_f32(0xc040) == -3.0f);
+    CHECK(fp16_to_fp32(0x3c00) == 1.0f);
+    CHECK(fp16_to_fp32(0x0001) == std::ldexp(1.0f, -24));  // smallest subnormal
+    CHECK(fp16_to_fp32(0x7bff) == 65504.0f);
+    CHECK(fp32_to_fp16(1.0f + std::ldexp(1.0f, -11)) == 0x3c00);      // a tie rounds to the even 1.0
+    CHECK(fp32_to_fp16(1.0f + 3 * std::ldexp(1.0f, -11)) == 0x3c02);  // a tie rounds up to even
+    CHECK(fp32_to_fp16(65519.0f) == 0x7bff);
+    CHECK(fp32_to_fp16(65520.0f) == 0x7c00);
+    CHECK(fp32_to_fp16(-1e10f) == 0xfc00);
+    CHECK(fp32_to_fp16(std::ldexp(1.0f, -26)) == 0x0000);  // below half the smallest subnormal
+    CHECK(bf16_to_fp32(0x3f80) == 1.0f);
+    CHECK(bf16_to_fp32(0xc040) == -3.0f);
 }
 
 TEST_CASE("dequantization: Q8_0 blocks are q * d, F16 and BF16 rows decode exactly") {
@@ -176,7 +176,7 @@ TEST_CASE("GELU through the F16 table: tanh approximation at F16 precision, line
         const double exact = 0.5 * x * (1 + std::tanh(0.7978845608 * x * (1 + 0.044715 * x * x)));
         CHECK(gelu_f16_table(x) == doctest::Approx(exact).epsilon(2e-3).scale(1e-3));
         // The result is an F16 value.
-        CHECK(fp16_to_f32(f32_to_fp16(gelu_f16_table(x))) == gelu_f16_table(x));
+        CHECK(fp16_to_fp32(fp32_to_fp16(gelu_f16_table(x))) == gelu_f16_table(x));
     }
 }
 

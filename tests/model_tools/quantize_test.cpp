@@ -16,7 +16,7 @@
 
 #include "gguf/gguf_file.hpp"
 #include "gguf/gguf_writer.hpp"
-#include "kernels/fast/half_precision.hpp"
+#include "kernels/float16.hpp"
 #include "model_tools/quantize.hpp"
 #include "support/fixtures.hpp"
 
@@ -48,7 +48,7 @@ float element(const gguf::File& f, const gguf::TensorInfo& t, std::size_t i, flo
     if (t.type == gguf::GgmlType::Q8_0) {
         kernels::BlockQ8_0 b;
         std::memcpy(&b, data.data() + (i / 32) * sizeof(b), sizeof(b));
-        const float d = kernels::fast::fp16_to_fp32(b.d);
+        const float d = kernels::fp16_to_fp32(b.d);
         if (step) *step = d;
         return b.qs[i % 32] * d;
     }
@@ -56,7 +56,7 @@ float element(const gguf::File& f, const gguf::TensorInfo& t, std::size_t i, flo
     if (t.type == gguf::GgmlType::F16) {
         std::uint16_t h;
         std::memcpy(&h, data.data() + 2 * i, 2);
-        return kernels::fast::fp16_to_fp32(h);
+        return kernels::fp16_to_fp32(h);
     }
     float v;
     std::memcpy(&v, data.data() + 4 * i, 4);

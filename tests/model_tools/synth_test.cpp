@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "gguf/gguf_file.hpp"
-#include "kernels/fast/half_precision.hpp"
+#include "kernels/float16.hpp"
 #include "kernels/fast/kernel_types.hpp"
 #include "models/model_config.hpp"
 #include "gguf/gguf_writer.hpp"
@@ -81,11 +81,11 @@ TEST_CASE("synth: llama-tiny with the Llama 3 vocabulary, Q8_0, F16 and BF16") {
             if (q->type == gguf::GgmlType::Q8_0) {
                 kernels::fast::BlockQ8_0 b;
                 std::memcpy(&b, data.data() + (i / 32) * sizeof(b), sizeof(b));
-                v = b.qs[i % 32] * kernels::fast::fp16_to_fp32(b.d);
+                v = b.qs[i % 32] * kernels::fp16_to_fp32(b.d);
             } else {
                 std::uint16_t h;
                 std::memcpy(&h, data.data() + 2 * i, 2);
-                v = q->type == gguf::GgmlType::F16 ? kernels::fast::fp16_to_fp32(h) : kernels::fast::bf16_to_fp32(h);
+                v = q->type == gguf::GgmlType::F16 ? kernels::fp16_to_fp32(h) : kernels::bf16_to_fp32(h);
             }
             REQUIRE(std::isfinite(v));
             sum += v;

@@ -55,6 +55,12 @@ std::vector<std::string> tensor_stages() {
 }
 constexpr const char* kFamilies[] = {"llama", "qwen3", "gemma4"};
 
+// The source (and object) holding a family's forward pass: Llama and Qwen3 share one
+// decoder (engine/models/llama_decoder.cpp), their own files only configure it.
+std::string forward_source(const std::string& family) {
+    return family == "llama" || family == "qwen3" ? "llama_decoder" : family;
+}
+
 struct SourceLine {
     std::string file;
     int line = 0;
@@ -144,13 +150,13 @@ fs::path gate_object(const std::string& family) {
     std::stringstream list(EMBER_GATE_OBJECTS);  // '|'-separated
     std::string path;
     while (std::getline(list, path, '|'))
-        if (fs::path(path).filename() == family + ".cpp.o") return path;
+        if (fs::path(path).filename() == forward_source(family) + ".cpp.o") return path;
     FAIL("no gate object for " << family << " in " << EMBER_GATE_OBJECTS);
     return {};
 }
 
 fs::path family_source(const std::string& family) {
-    return fs::path(EMBER_SOURCE_DIR) / "engine" / "models" / (family + ".cpp");
+    return fs::path(EMBER_SOURCE_DIR) / "engine" / "models" / (forward_source(family) + ".cpp");
 }
 
 // An instruction with addresses, offsets and symbol names left out: what stays equal

@@ -1,57 +1,6 @@
-// Portable scalar conversions between F32 and the half-precision storage types, with the
-// exact rounding llama.cpp uses on x86 (model-math §2.1):
-//   F32 -> F16: round to nearest, ties to even (as F16C vcvtps2ph with imm 0): overflow
-//               to +-inf, NaN stays NaN (quiet bit set, top payload bits kept, sign kept).
-//   F32 -> BF16: (bits + 0x7FFF + lsb) >> 16, subnormals kept; NaN -> (bits >> 16) | 0x40.
-//   F16/BF16 -> F32: exact.
-// Everything here has internal linkage (an unnamed namespace) and uses compiler builtins
-// rather than std:: inline functions: the header is included by translation units built
-// for different instruction sets, and an inline function with external linkage could be
-// merged across them by the linker, running AVX-512 code on a CPU without it.
+// Forwarding include only: the conversions are kernels/float16.hpp (one header for both
+// routes). Kept for the SIMD files (avx2_*.cpp) that still include this name; delete it
+// when they include kernels/float16.hpp.
 #pragma once
 
-#include <cstdint>
-
-namespace ember::kernels::fast {
-namespace {
-
-inline float fp16_to_fp32(std::uint16_t h) {
-    const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-    const std::uint32_t exponent = (h >> 10) & 0x1Fu;
-    const std::uint32_t mantissa = h & 0x3FFu;
-    if (exponent == 0) {
-        // zero or subnormal: mantissa * 2^-24, exact in F32
-        const float magnitude = static_cast<float>(mantissa) * 0x1p-24f;
-        return __builtin_bit_cast(float, sign | __builtin_bit_cast(std::uint32_t, magnitude));
-    }
-    if (exponent == 31) return __builtin_bit_cast(float, sign | 0x7F800000u | (mantissa << 13));
-    return __builtin_bit_cast(float, sign | ((exponent + 112) << 23) | (mantissa << 13));
-}
-
-inline std::uint16_t fp32_to_fp16(float f) {
-    const std::uint32_t bits = __builtin_bit_cast(std::uint32_t, f);
-    const std::uint16_t sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
-    const std::uint32_t magnitude = bits & 0x7FFFFFFFu;
-    if (magnitude > 0x7F800000u) {  // NaN: quiet it, keep the top payload bits
-        return static_cast<std::uint16_t>(sign | 0x7E00u | ((magnitude >> 13) & 0x3FFu));
-    }
-    if (magnitude >= 0x477FF000u) return static_cast<std::uint16_t>(sign | 0x7C00u);  // >= 65520 rounds to inf
-    if (magnitude < 0x38800000u) {
-        // below the smallest normal half (2^-14): a multiple of 2^-24, rounded to even
-        const float scaled = __builtin_bit_cast(float, magnitude) * 0x1p24f;  // exact
-        return static_cast<std::uint16_t>(sign | static_cast<std::uint16_t>(__builtin_nearbyintf(scaled)));
-    }
-    const std::uint32_t rounded = magnitude + 0xFFFu + ((magnitude >> 13) & 1u);
-    return static_cast<std::uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
-}
-
-inline float bf16_to_fp32(std::uint16_t h) { return __builtin_bit_cast(float, static_cast<std::uint32_t>(h) << 16); }
-
-inline std::uint16_t fp32_to_bf16(float f) {
-    const std::uint32_t bits = __builtin_bit_cast(std::uint32_t, f);
-    if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40u);
-    return static_cast<std::uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-}
-
-}  // namespace
-}  // namespace ember::kernels::fast
+#include "kernels/float16.hpp"

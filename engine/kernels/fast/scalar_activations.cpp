@@ -3,7 +3,7 @@
 // bits (vector_exp.hpp).
 #include <math.h>
 
-#include "kernels/fast/half_precision.hpp"
+#include "kernels/float16.hpp"
 #include "kernels/fast/vector_exp.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 

@@ -2,7 +2,7 @@
 // and the weighted sum of value rows, plain loops in the AVX-512 variant's (and
 // llama.cpp's) order: the same bits.
 #include "kernels/fast/float_sums.hpp"
-#include "kernels/fast/half_precision.hpp"
+#include "kernels/float16.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 #include "kernels/fast/vector_exp.hpp"
 

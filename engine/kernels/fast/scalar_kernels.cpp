@@ -3,7 +3,7 @@
 // model-math §2.9 with a correctly rounded fmaf per lane, and for the float types
 // llama.cpp's two summation orders lane by lane (float_sums.hpp).
 #include "kernels/fast/float_sums.hpp"
-#include "kernels/fast/half_precision.hpp"
+#include "kernels/float16.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 
 namespace ember::kernels::fast::scalar {

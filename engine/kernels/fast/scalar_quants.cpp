@@ -13,7 +13,7 @@
 //     (acc_i = fma(d, (float)sum_i, acc_i), the min terms, the final fold).
 // Compiled with -ffp-contract=off: every fused multiply-add is the explicit fmaf where
 // llama.cpp's compiled code has one.
-#include "kernels/fast/half_precision.hpp"
+#include "kernels/float16.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 
 namespace ember::kernels::fast::scalar {

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/reference/float_formats.hpp"
+#include "kernels/float16.hpp"
 #include "kernels/reference/kernels.hpp"
 
 namespace ember::kernels::reference {
@@ -25,7 +25,7 @@ float cached_value(KvType type, const std::byte* row, std::size_t i) {
     if (type == KvType::f16) {
         std::uint16_t h;
         std::memcpy(&h, row + 2 * i, 2);
-        return fp16_to_f32(h);
+        return fp16_to_fp32(h);
     }
     float f;
     std::memcpy(&f, row + 4 * i, 4);
@@ -47,7 +47,7 @@ void store_kv(ConstRows x, KvRows dst) {
         std::byte* row = dst.data + t * dst.row_bytes;
         for (std::size_t c = 0; c < x.cols; ++c) {
             if (dst.type == KvType::f16) {
-                const std::uint16_t h = f32_to_fp16(x.row(t)[c]);
+                const std::uint16_t h = fp32_to_fp16(x.row(t)[c]);
                 std::memcpy(row + 2 * c, &h, 2);
             } else {
                 std::memcpy(row + 4 * c, x.row(t) + c, 4);

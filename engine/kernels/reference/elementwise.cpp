@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/reference/float_formats.hpp"
+#include "kernels/float16.hpp"
 #include "kernels/reference/kernels.hpp"
 
 namespace ember::kernels::reference {
@@ -49,10 +49,10 @@ struct GeluTable {
         constexpr float sqrt_2_over_pi = 0.79788456080286535587989211986876f;
         constexpr float gelu_coef_a = 0.044715f;
         for (std::uint32_t h = 0; h < 65536; ++h) {
-            const float x = fp16_to_f32(static_cast<std::uint16_t>(h));
+            const float x = fp16_to_fp32(static_cast<std::uint16_t>(h));
             const float inner = std::fma(gelu_coef_a * x, x, 1.0f);
             const float y = 0.5f * x * (1.0f + std::tanh(sqrt_2_over_pi * x * inner));
-            values[h] = fp16_to_f32(f32_to_fp16(y));
+            values[h] = fp16_to_fp32(fp32_to_fp16(y));
         }
     }
 };
@@ -71,7 +71,7 @@ const float* gelu_f16_table_values() { return gelu_table().values.data(); }
 float gelu_f16_table(float x) {
     if (x <= -10.0f) return 0.0f;
     if (x >= 10.0f) return x;
-    return gelu_table().values[f32_to_fp16(x)];
+    return gelu_table().values[fp32_to_fp16(x)];
 }
 
 // y = x / sqrt(mean(x^2) + eps) * weight, per row. The sum of squares is accumulated in

@@ -51,18 +51,21 @@ private:
 };
 
 enum class TensorDType { F32 };
-// plugin.h's EMBER_FAMILY_* codes; the names are the host's (its family registry).
-enum class ModelFamily { Llama, Qwen3, Gemma4 };
-// The one list of the families: plugin.h's code, the enumerator and the name; every family
-// switch of the SDK reads it (and a code not in it is refused, detail/export.hpp).
+// plugin.h's EMBER_FAMILY_LIST, each enumerator its code; the names are the host's (its
+// family registry, checked by tests/models/family_registry_test.cpp).
+#define EMBER_SDK_FAMILY_(c_name, cxx_name, code, name) cxx_name = code,
+enum class ModelFamily : std::uint32_t { EMBER_FAMILY_LIST(EMBER_SDK_FAMILY_) };
+#undef EMBER_SDK_FAMILY_
+// The same list as a table: the code, the enumerator and the name; every family switch of
+// the SDK reads it (and a code not in it is refused, detail/export.hpp).
 struct FamilyCode {
     std::uint32_t code;
     ModelFamily family;
     std::string_view name;
 };
-inline constexpr FamilyCode kFamilyCodes[] = {{EMBER_FAMILY_LLAMA, ModelFamily::Llama, "llama"},
-                                              {EMBER_FAMILY_QWEN3, ModelFamily::Qwen3, "qwen3"},
-                                              {EMBER_FAMILY_GEMMA4, ModelFamily::Gemma4, "gemma4"}};
+#define EMBER_SDK_FAMILY_ROW_(c_name, cxx_name, code, name) {code, ModelFamily::cxx_name, name},
+inline constexpr FamilyCode kFamilyCodes[] = {EMBER_FAMILY_LIST(EMBER_SDK_FAMILY_ROW_)};
+#undef EMBER_SDK_FAMILY_ROW_
 inline std::string_view family_name(ModelFamily family) {
     for (const FamilyCode& f : kFamilyCodes)
         if (f.family == family) return f.name;
@@ -70,19 +73,26 @@ inline std::string_view family_name(ModelFamily family) {
 }
 enum class ExecutionPhase { Prefill, Decode };
 enum class TracingState { Disabled, Enabled };
-// Skipped (1.1): an experiment supplied the result (Host::skip_inference); nothing was evaluated.
-enum class StopReason { MaxTokens, EndOfGeneration, ContextFull, Error, Skipped };
-// The one list of the stop reasons: plugin.h's code and the enumerator (a code not in it
-// is refused, detail/export.hpp).
+// plugin.h's EMBER_STOP_REASON_LIST, each enumerator its code. Skipped (1.1): an
+// experiment supplied the result (Host::skip_inference); nothing was evaluated.
+#define EMBER_SDK_STOP_(c_name, cxx_name, code, name) cxx_name = code,
+enum class StopReason : std::uint32_t { EMBER_STOP_REASON_LIST(EMBER_SDK_STOP_) };
+#undef EMBER_SDK_STOP_
+// The same list as a table: the code, the enumerator and the name (a code not in it is
+// refused, detail/export.hpp).
 struct StopCode {
     std::uint32_t code;
     StopReason reason;
+    std::string_view name;
 };
-inline constexpr StopCode kStopCodes[] = {{EMBER_STOP_MAX_TOKENS, StopReason::MaxTokens},
-                                          {EMBER_STOP_END_OF_GENERATION, StopReason::EndOfGeneration},
-                                          {EMBER_STOP_CONTEXT_FULL, StopReason::ContextFull},
-                                          {EMBER_STOP_ERROR, StopReason::Error},
-                                          {EMBER_STOP_SKIPPED, StopReason::Skipped}};
+#define EMBER_SDK_STOP_ROW_(c_name, cxx_name, code, name) {code, StopReason::cxx_name, name},
+inline constexpr StopCode kStopCodes[] = {EMBER_STOP_REASON_LIST(EMBER_SDK_STOP_ROW_)};
+#undef EMBER_SDK_STOP_ROW_
+inline std::string_view stop_reason_name(StopReason reason) {
+    for (const StopCode& s : kStopCodes)
+        if (s.reason == reason) return s.name;
+    return "unknown";
+}
 
 // The SDK's free helpers are function objects, not functions: argument-dependent lookup
 // never finds them, so a plugin's own phase_name(ember::ExecutionPhase) (or any other

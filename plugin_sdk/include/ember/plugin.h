@@ -61,18 +61,38 @@ extern "C" {
 typedef int32_t ember_status;
 enum { EMBER_OK = 0, EMBER_FAILED = 1 };
 
-enum { EMBER_FAMILY_LLAMA = 0, EMBER_FAMILY_QWEN3 = 1, EMBER_FAMILY_GEMMA4 = 2 };
+/* The one list of the model families: X(C name, C++ name, code, name). The C codes
+ * below, the C++ helper's ember::ModelFamily and its names (ember/experiment.hpp) and the
+ * host's checks against its family registry are all expanded from it. A code is stable;
+ * new families are appended. */
+#define EMBER_FAMILY_LIST(X)          \
+    X(LLAMA, Llama, 0, "llama")       \
+    X(QWEN3, Qwen3, 1, "qwen3")       \
+    X(GEMMA4, Gemma4, 2, "gemma4")
+#define EMBER_FAMILY_ENUMERATOR_(c_name, cxx_name, code, name) EMBER_FAMILY_##c_name = code,
+enum { EMBER_FAMILY_LIST(EMBER_FAMILY_ENUMERATOR_) };
+#undef EMBER_FAMILY_ENUMERATOR_
 enum { EMBER_PHASE_PREFILL = 0, EMBER_PHASE_DECODE = 1 };
 enum { EMBER_TRACING_DISABLED = 0, EMBER_TRACING_ENABLED = 1 };
 enum { EMBER_DTYPE_F32 = 0 };
-enum {
-    EMBER_STOP_MAX_TOKENS = 0,        /* generated max_tokens tokens */
-    EMBER_STOP_END_OF_GENERATION = 1, /* the model produced an end-of-generation token */
-    EMBER_STOP_CONTEXT_FULL = 2,      /* the context window is full */
-    EMBER_STOP_ERROR = 3,             /* the run failed (on_error) */
-    EMBER_STOP_SKIPPED = 4            /* 1.1: nothing was evaluated; an experiment supplied the
-                                         generated ids (skip_inference) */
-};
+/* The one list of the stop reasons (why a generation ended): X(C name, C++ name, code,
+ * name). The EMBER_STOP_* codes, the C++ helper's ember::StopReason and the host's are
+ * expanded from it; a code not in it is refused by the helper, never read as another.
+ *   MAX_TOKENS         generated max_tokens tokens
+ *   END_OF_GENERATION  the model produced an end-of-generation token
+ *   CONTEXT_FULL       the context window is full
+ *   ERROR              the run failed (on_error)
+ *   SKIPPED            1.1: nothing was evaluated; an experiment supplied the generated
+ *                      ids (skip_inference) */
+#define EMBER_STOP_REASON_LIST(X)                                  \
+    X(MAX_TOKENS, MaxTokens, 0, "max_tokens")                      \
+    X(END_OF_GENERATION, EndOfGeneration, 1, "end_of_generation")  \
+    X(CONTEXT_FULL, ContextFull, 2, "context_full")                \
+    X(ERROR, Error, 3, "error")                                    \
+    X(SKIPPED, Skipped, 4, "skipped")
+#define EMBER_STOP_ENUMERATOR_(c_name, cxx_name, code, name) EMBER_STOP_##c_name = code,
+enum { EMBER_STOP_REASON_LIST(EMBER_STOP_ENUMERATOR_) };
+#undef EMBER_STOP_ENUMERATOR_
 /* 1.1: what the lifecycle services (skip_inference, rewrite_prompt) return besides
  * EMBER_OK. Each refusal leaves the run as it was; the plugin decides whether to fail. */
 enum {

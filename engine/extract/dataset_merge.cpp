@@ -303,7 +303,7 @@ Joined join_indptr(const std::vector<const ShardDir*>& shards, const std::string
         j.rows += h.shape[0] - (headers.empty() ? 0 : 1);
         headers.push_back(std::move(h));
     }
-    const std::string head = NpyAppender::header("<i8", j.rows, 0);
+    const std::string head = NpyAppender::header("<i8", j.rows, {});
     AtomicFile out(dir / name);
     Sha256 sha;
     out.write(head);

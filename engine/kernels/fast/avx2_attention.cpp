@@ -4,7 +4,7 @@
 // weighted_sum_lanes.hpp says, eight value elements at a time.
 #include "kernels/fast/avx2_common.hpp"
 #include "kernels/fast/avx2_exp.hpp"
-#include "kernels/fast/half_precision.hpp"
+#include "kernels/float16.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 #include "kernels/fast/weighted_sum_lanes.hpp"
 

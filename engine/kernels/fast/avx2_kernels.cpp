@@ -10,7 +10,7 @@
 #include "kernels/fast/intrinsics.hpp"
 
 #include "kernels/fast/avx2_common.hpp"
-#include "kernels/fast/half_precision.hpp"
+#include "kernels/float16.hpp"
 #include "kernels/fast/prefetch.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 

@@ -20,6 +20,7 @@
 #include "kernels/fast/intrinsics.hpp"
 
 #include "kernels/fast/avx2_common.hpp"
+#include "kernels/fast/avx2_quant_unpack.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 
 namespace ember::kernels::fast::avx2 {
@@ -50,28 +51,17 @@ struct Q8_0Values {
     static __m256i values(const Block& b) { return load_bytes(b.qs); }
 };
 
-__m256i low_high_nibbles(const std::uint8_t* qs) {
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes), _mm256_set1_epi8(0xF));
-}
-
 struct Q4_0Values {
     using Block = BlockQ4_0;
-    static __m256i values(const Block& b) { return _mm256_sub_epi8(low_high_nibbles(b.qs), _mm256_set1_epi8(8)); }
+    static __m256i values(const Block& b) { return _mm256_sub_epi8(legacy_nibbles(b.qs), _mm256_set1_epi8(8)); }
 };
 
 // Q5_0: nibble + 16 * (fifth bit) - 16, i.e. nibble | 0xF0 where the fifth bit is clear.
 struct Q5_0Values {
     using Block = BlockQ5_0;
     static __m256i values(const Block& b) {
-        std::uint32_t qh;
-        __builtin_memcpy(&qh, b.qh, sizeof qh);
-        const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)),
-                                                   _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                                                     0x0101010101010101, 0x0000000000000000));
-        const __m256i bit_set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)),
-                                                  _mm256_set1_epi64x(-1));
-        return _mm256_or_si256(low_high_nibbles(b.qs), _mm256_andnot_si256(bit_set, _mm256_set1_epi8(static_cast<char>(0xF0))));
+        const __m256i bit_set = bytes_from_bits_32(b.qh);
+        return _mm256_or_si256(legacy_nibbles(b.qs), _mm256_andnot_si256(bit_set, _mm256_set1_epi8(static_cast<char>(0xF0))));
     }
 };
 

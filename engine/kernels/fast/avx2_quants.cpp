@@ -12,6 +12,7 @@
 #include "kernels/fast/intrinsics.hpp"
 
 #include "kernels/fast/avx2_common.hpp"
+#include "kernels/fast/avx2_quant_unpack.hpp"
 #include "kernels/fast/prefetch.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 
@@ -37,9 +38,7 @@ struct Q4_0 {
         float d;
     };
     static void load(const Block& b, W& u) {
-        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-        const __m256i nibbles = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes), _mm256_set1_epi8(0xF));
-        u.q = _mm256_sub_epi8(nibbles, _mm256_set1_epi8(8));
+        u.q = _mm256_sub_epi8(legacy_nibbles(b.qs), _mm256_set1_epi8(8));
         u.abs_q = _mm256_sign_epi8(u.q, u.q);
         u.d = half(b.d);
     }
@@ -115,22 +114,7 @@ struct Q6_K {
         __m256i scales16;  // all 16 scales as int16
     };
     static void load(const Block& b, W& u) {
-        const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
-        for (int h = 0; h < 2; ++h) {
-            const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));
-            const __m256i l2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32));
-            const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
-            u.q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
-            u.q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l2, m4),
-                                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
-            u.q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
-            u.q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l2, 4), m4),
-                                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
-        }
-        for (int c = 0; c < 8; ++c) {
-            u.scale[c] = _mm256_set_m128i(_mm_set1_epi16(b.scales[2 * c + 1]), _mm_set1_epi16(b.scales[2 * c]));
-        }
+        unpack_q6_k(b, u.q, u.scale);
         u.scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
     }
     static void step(const W& u, const Block& b, const Act& a, Acc& acc) {
@@ -148,23 +132,6 @@ struct Q6_K {
     static float finish(const Acc& acc) { return avx2_fold8(acc.lanes); }
 };
 
-// The 32 nibbles of a legacy block, elements 0..31 (low nibbles, then high).
-__m256i q4_1_nibbles(const std::uint8_t* qs) {
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes), _mm256_set1_epi8(0xF));
-}
-
-// Byte j is 0xFF when bit j of the 32 bits at `bits` is set (llama.cpp's bytes_from_bits_32).
-__m256i bytes_from_bits_32(const std::uint8_t* bits) {
-    std::uint32_t x32;
-    __builtin_memcpy(&x32, bits, 4);
-    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(x32)),
-                                               _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                                                 0x0101010101010101, 0x0000000000000000));
-    const __m256i one_bit_clear = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
-    return _mm256_cmpeq_epi8(_mm256_or_si256(spread, one_bit_clear), _mm256_set1_epi64x(-1));
-}
-
 // ---- Q5_0 x Q8_0: Q4_0's product on q = nibble | 0xF0 where the fifth bit is clear
 // (nibble + 16 * bit - 16 as int8), as llama.cpp forms it
 struct Q5_0 {
@@ -174,7 +141,7 @@ struct Q5_0 {
     using W = Q4_0::W;
     static void load(const Block& b, W& u) {
         const __m256i high = _mm256_andnot_si256(bytes_from_bits_32(b.qh), _mm256_set1_epi8(static_cast<char>(0xF0)));
-        u.q = _mm256_or_si256(q4_1_nibbles(b.qs), high);
+        u.q = _mm256_or_si256(legacy_nibbles(b.qs), high);
         u.abs_q = _mm256_sign_epi8(u.q, u.q);
         u.d = half(b.d);
     }

@@ -15,6 +15,7 @@
 #include "kernels/fast/intrinsics.hpp"
 
 #include "kernels/fast/avx2_common.hpp"
+#include "kernels/fast/avx2_quant_unpack.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 
 namespace ember::kernels::fast::avx2 {
@@ -243,22 +244,6 @@ void stream_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_
 // ---- Q4_1 / Q5_1 x Q8_1: acc = fma(d_w * d_a, (float)lane sums, acc) on unsigned quants,
 // and the offset mins = fma(m_w, s_a, mins), added after the fold. A block is one
 // register, so tiles of several rows hold their blocks unpacked.
-__m256i q4_1_nibbles(const std::uint8_t* qs) {
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes), _mm256_set1_epi8(0xF));
-}
-
-// Byte j is 0xFF when bit j of the 32 bits at `bits` is set (llama.cpp's bytes_from_bits_32).
-__m256i bytes_from_bits_32(const std::uint8_t* bits) {
-    std::uint32_t x32;
-    __builtin_memcpy(&x32, bits, 4);
-    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(x32)),
-                                               _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                                                 0x0101010101010101, 0x0000000000000000));
-    const __m256i one_bit_clear = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
-    return _mm256_cmpeq_epi8(_mm256_or_si256(spread, one_bit_clear), _mm256_set1_epi64x(-1));
-}
-
 template <typename B, bool kFifthBit>
 struct Legacy1 {
     using Block = B;
@@ -269,7 +254,7 @@ struct Legacy1 {
         float d, m;
     };
     static void load(const Block& b, W& u) {
-        u.q = q4_1_nibbles(b.qs);
+        u.q = legacy_nibbles(b.qs);
         if constexpr (kFifthBit) {
             u.q = _mm256_or_si256(u.q, _mm256_and_si256(bytes_from_bits_32(b.qh), _mm256_set1_epi8(0x10)));
         }

@@ -14,7 +14,7 @@
 
 #include "kernel_test_support.hpp"
 #include "kernels/dequantize.hpp"
-#include "kernels/fast/ops.hpp"
+#include "kernels/fast/row_ops.hpp"
 #include "kernels/fast/thread_pool.hpp"
 #include "kernels/float16.hpp"
 #include "kernels/reference/kernels.hpp"

@@ -57,9 +57,11 @@ bench_llama_avx2() {
 
 # One llama-bench round in the peer's JSON line form ({"prefill_tok_s", "decode_tok_s"}):
 # the prompt at depth 0, then GEN tokens generated after PROMPT tokens of context (-d), as
-# `ember bench` decodes after its prefill; KV cache F32 as Ember's.
+# `ember bench` decodes after its prefill. KV cache F16, llama.cpp's default and the peer's:
+# llama-bench's -ctk/-ctv take no f32 (its ggml_type_from_name knows f16, bf16 and the
+# quants), so llama.cpp keeps the cache half the size of Ember's F32 one.
 bench_llama_bench_round() {  # LLAMA_BENCH MODEL PROMPT GEN THREADS
-    local common=(-m "$2" -t "$5" -r 1 -ctk f32 -ctv f32 -o jsonl)
+    local common=(-m "$2" -t "$5" -r 1 -ctk f16 -ctv f16 -o jsonl)
     {
         "$1" "${common[@]}" -p "$3" -n 0
         "$1" "${common[@]}" -p 0 -n "$4" -d "$3"

@@ -28,6 +28,7 @@ import ember
 MODEL = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared",
                                                            "fixtures", "models", "synth-llama3-q8_0.gguf")
 OUT = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp(prefix="ember-probe-")
+os.makedirs(OUT, exist_ok=True)
 
 # %% [markdown]
 # ## The dataset: roots in the perfect verb form, in sentence templates

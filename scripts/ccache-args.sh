@@ -5,5 +5,9 @@
 ccache_args=()
 if command -v ccache > /dev/null; then
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
+  # With -g (the sanitizer and fuzz trees) ccache also hashes the working directory, which
+  # debug info records, so a clone at a new path missed every one of those objects; the
+  # objects then name the first clone's directories in their debug info.
+  export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
   ccache_args=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi

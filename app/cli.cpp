@@ -52,7 +52,7 @@ po::options_description model_options() {
     options.add_options()
         ("model", po::value<std::string>(), "the GGUF model file")
         ("route", po::value<std::string>()->default_value(defaults.route),
-         kHasFastRoute ? "kernels: fast|reference" : "kernels: reference (this build has no fast route)")
+         has_fast_route() ? "kernels: fast|reference" : "kernels: reference (this build has no fast route)")
         ("threads", po::value<long long>()->default_value(defaults.threads), "threads (0: every hardware thread)")
         ("ctx", po::value<long long>()->default_value(defaults.ctx),
          "context length in tokens, the KV cache's size (0: min(4096, the training context))")

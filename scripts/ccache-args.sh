@@ -9,5 +9,8 @@ if command -v ccache > /dev/null; then
   # debug info records, so a clone at a new path missed every one of those objects; the
   # objects then name the first clone's directories in their debug info.
   export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+  # The precompiled headers (cmake/precompiled_headers.cmake): without these ccache does not
+  # cache a file compiled with one (it runs the compiler every time).
+  export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
   ccache_args=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi

@@ -1,16 +1,12 @@
 #!/usr/bin/env bash
-# Fuzzes the GGUF loader with libFuzzer (clang, ASan + UBSan) for SECONDS (default 60),
+# Fuzzes the GGUF loader with libFuzzer in the sanitizer tree (sanitizer-build.sh: clang, ASan + UBSan) for SECONDS (default 60),
 # starting from the committed seed corpus tests/fuzz/corpus (never modified: new inputs
 # go to a scratch directory). Findings are written to fuzz-out/ and fail the script.
 #   scripts/fuzz-gguf.sh [SECONDS]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
-build=${EMBER_FUZZ_BUILD_DIR:-$root/build-fuzz}
-source "$root/scripts/ccache-args.sh"
-CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DEMBER_SANITIZE=ON -DEMBER_FUZZ=ON "${ccache_args[@]}" >/dev/null
-cmake --build "$build" -j "${EMBER_JOBS:-2}" --target gguf_fuzz >/dev/null
+build=$("$root/scripts/sanitizer-build.sh" gguf_fuzz)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$root/fuzz-out"

@@ -1,16 +1,12 @@
 #!/usr/bin/env bash
-# Fuzzes the tokenizers' encode() with libFuzzer (clang, ASan + UBSan) for SECONDS (default
+# Fuzzes the tokenizers' encode() with libFuzzer in the sanitizer tree (sanitizer-build.sh: clang, ASan + UBSan) for SECONDS (default
 # 60) on the four fixture vocabularies, from an empty corpus in a scratch directory.
 # Findings are written to fuzz-out/ and fail the script.
 #   scripts/fuzz-tokenizer.sh [SECONDS]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
-build=${EMBER_FUZZ_BUILD_DIR:-$root/build-fuzz}
-source "$root/scripts/ccache-args.sh"
-CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DEMBER_SANITIZE=ON -DEMBER_FUZZ=ON "${ccache_args[@]}" >/dev/null
-cmake --build "$build" -j "${EMBER_JOBS:-2}" --target tokenizer_encode_fuzz >/dev/null
+build=$("$root/scripts/sanitizer-build.sh" tokenizer_encode_fuzz)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$root/fuzz-out"

@@ -36,7 +36,7 @@ enum class AddBos { Auto, Yes, No };
 struct ModelSection {
     std::filesystem::path path;        // required
     std::string arch = "auto";         // auto | llama | qwen3 | gemma4
-    std::string route = kHasFastRoute ? "fast" : "reference";  // fast | reference (common/build_options.hpp)
+    std::string route = has_fast_route() ? "fast" : "reference";  // fast | reference (common/build_options.hpp)
     std::string kv_type = "f32";       // f32 | f16: the KV cache's element type
     std::uint32_t threads = 0;         // 0 = every available core
     std::uint32_t ctx = 0;             // context window in tokens; 0 = min(4096, the model's training context)

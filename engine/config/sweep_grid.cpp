@@ -344,7 +344,7 @@ Grid expand_grid(const fs::path& file, const LoadOptions& options) {
     grid.file = file;
     std::vector<std::size_t> order(keys.size());  // keys in name order
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return keys[a].name < keys[b].name; });
+    std::sort(order.begin(), order.end(), [&keys = keys](std::size_t a, std::size_t b) { return keys[a].name < keys[b].name; });
     for (std::size_t i : order) grid.keys.push_back(keys[i].name);
     const std::vector<std::string> labels = labels_of(grid.keys);
 

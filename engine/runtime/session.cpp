@@ -77,8 +77,8 @@ std::optional<Route> route_from_name(std::string_view name) {
     return std::nullopt;
 }
 
-bool has_route(Route route) { return route == Route::Reference || kHasFastRoute; }
-Route default_route() { return kHasFastRoute ? Route::Fast : Route::Reference; }
+bool has_route(Route route) { return route == Route::Reference || has_fast_route(); }
+Route default_route() { return has_fast_route() ? Route::Fast : Route::Reference; }
 
 void require_route(Route route) {
     if (!has_route(route)) {

@@ -77,7 +77,7 @@ TEST_CASE("a minimal config gets every documented default, paths resolved agains
     CHECK(c.source == file);
     CHECK(c.model.path == dir.path() / "model.gguf");
     CHECK(c.model.arch == "auto");
-    CHECK(c.model.route == (kHasFastRoute ? "fast" : "reference"));  // the build's default route
+    CHECK(c.model.route == (has_fast_route() ? "fast" : "reference"));  // the build's default route
     CHECK(c.model.kv_type == "f32");
     CHECK(c.model.threads == 0);
     CHECK(c.model.ctx == 0);
@@ -371,7 +371,7 @@ config = { layers = [1, 2], stage = "after_mlp" }
 [model]
 ctx = 0
 threads = 0
-route = ")" + std::string(kHasFastRoute ? "fast" : "reference") + R"("
+route = ")" + std::string(has_fast_route() ? "fast" : "reference") + R"("
 kv_type = "f32"
 arch = "auto"
 path = "./model.gguf"

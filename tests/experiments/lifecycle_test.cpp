@@ -181,10 +181,12 @@ TEST_CASE("skip refusals: ids outside the vocabulary, too many ids, outside befo
                       where + "3 ids, more than the run may generate (generation.max_tokens = 2)");
     }
     const std::string outside = "skip_inference refused: it is accepted only during before_prefill";
-    for (const auto& [when, site] : std::vector<std::pair<std::string, std::string>>{
+    for (const auto& entry : std::vector<std::pair<std::string, std::string>>{
              {"on_model_loaded", "on_model_loaded"},
              {"after_layer", "after_layer (phase=prefill, layer=0)"},
              {"on_generation_complete", "on_generation_complete"}}) {
+        const std::string& when = entry.first;  // not structured bindings: clang 14 cannot capture those (CAPTURE)
+        const std::string& site = entry.second;
         CAPTURE(when);
         TempDir dir;
         check_refused(ember_run(dir, stories(skip_result(fmt::format("when = \"{}\"", when)))),
@@ -245,8 +247,10 @@ TEST_CASE("a dataset extraction refuses skip and rewrite, naming the sample and 
 TEST_CASE("rewrite: the run is the run of the new text, both texts recorded, what follows sees the new tokens") {
     // Intervention rung: "Once" rewritten into a longer prompt generates exactly what that
     // prompt generates given directly; and "Once upon a time" rewritten into Arabic likewise.
-    for (const auto& [original, rewritten] : std::vector<std::pair<std::string, std::string>>{
+    for (const auto& entry : std::vector<std::pair<std::string, std::string>>{
              {"Once", kLongerPrompt}, {kPrompt, "مرحبا بكم في القصة"}}) {
+        const std::string& original = entry.first;  // not structured bindings: clang 14 cannot capture those (CAPTURE)
+        const std::string& rewritten = entry.second;
         CAPTURE(rewritten);
         TempDir base_dir;
         const EmberRun direct = ember_run(base_dir, stories("", 6, rewritten));

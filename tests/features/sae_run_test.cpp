@@ -206,7 +206,9 @@ TEST_CASE("smoke: ember run with [[sae]] and [output] extract = true writes the 
     const fs::path saes = write_fixtures(dir.path(), "synth-llama3-q8_0");
     const std::string prompt = "hello world, the features of a prompt";
     // In this process, and (with an experiment loaded) in a supervised worker, which rebuilds the config.
-    for (const auto& [layout, worker] : {std::pair{"dense", false}, {"sparse", false}, {"sparse", true}}) {
+    for (const auto& run : {std::pair{"dense", false}, {"sparse", false}, {"sparse", true}}) {
+        const char* const layout = run.first;  // not structured bindings: clang 14 cannot capture those (CAPTURE)
+        const bool worker = run.second;
         CAPTURE(layout);
         CAPTURE(worker);
         const std::string tag = std::string(layout) + (worker ? "-worker" : "");

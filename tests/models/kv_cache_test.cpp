@@ -122,7 +122,7 @@ TEST_CASE("a KV cache larger than the machine's memory is refused with its size 
     const std::string expected = fmt::format("--ctx 16777216: the f32 KV cache needs {:.1f} GB ({} layers), more than the",
                                              static_cast<double>(need) / 1e9, layers);
     for (runtime::Route route : {runtime::Route::Reference, runtime::Route::Fast}) {
-        if (route == runtime::Route::Fast && !kHasFastRoute) continue;
+        if (route == runtime::Route::Fast && !has_fast_route()) continue;
         CHECK_THROWS_WITH_AS(runtime::Session(*model, {.route = route, .context_length = ctx, .threads = 1}),
                              doctest::Contains(expected.c_str()), Error);
     }

@@ -19,14 +19,14 @@ namespace ember::test {
 // its reference half.
 //   if (test::fast_route_missing()) return;
 inline bool fast_route_missing() {
-    if (kHasFastRoute) return false;
+    if (has_fast_route()) return false;
     MESSAGE("not run: this build has no fast route (-DEMBER_FAST=OFF), and this case checks only the fast route");
     return true;
 }
 
 // The routes this build has, by name: "reference", and "fast" unless -DEMBER_FAST=OFF.
 inline std::vector<const char*> built_routes() {
-    if (kHasFastRoute) return {"reference", "fast"};
+    if (has_fast_route()) return {"reference", "fast"};
     return {"reference"};
 }
 

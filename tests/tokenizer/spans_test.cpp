@@ -111,8 +111,9 @@ TEST_CASE("spans: byte-fallback tokens cover exactly their byte") {
         {"tokenizer/ggml-vocab-llama-spm.gguf", "fox 🦊!"},
         {"models/synth-gemma4-q8_0.gguf", "x \xF0\x90\xB5\x80 y"},
     };
-    for (const auto& [model, text_chars] : cases) {
-        const std::string text = text_chars;
+    for (const auto& entry : cases) {
+        const char* const model = entry.first;  // not structured bindings: clang 14 cannot capture those (CAPTURE)
+        const std::string text = entry.second;
         CAPTURE(model);
         const auto& tok = test::fixture_tokenizer(model);
         const auto tokens = tok.encode(text, kPlain);

@@ -316,6 +316,14 @@ typedef const ember_plugin_descriptor* (*ember_plugin_entry_fn)(void);
 /* The one symbol a plugin exports. */
 EMBER_PLUGIN_EXPORT const ember_plugin_descriptor* ember_plugin_entry(void);
 
+/* Whether `c` is a UTF-8 continuation byte (10xxxxxx), whether char is signed or not; no
+ * cast, so that C++ plugins built with -Wold-style-cast -Wsign-conversion get no warning. */
+static inline int ember_utf8_continuation(char c) {
+    int byte = c;
+    if (byte < 0) byte += 256;
+    return (byte & 0xC0) == 0x80;
+}
+
 /* Writes `message` into the error buffer. A message that does not fit is cut at a UTF-8
  * character boundary and ends in "...". */
 static inline void ember_error_set(ember_error_buffer* error, const char* message) {
@@ -336,7 +344,7 @@ static inline void ember_error_set(ember_error_buffer* error, const char* messag
     }
     /* Keep as much as fits before "...\0", never splitting a multi-byte character. */
     length = capacity - 4;
-    while (length > 0 && (((unsigned char)message[length]) & 0xC0u) == 0x80u) --length;
+    while (length > 0 && ember_utf8_continuation(message[length])) --length;
     {
         size_t i;
         for (i = 0; i < length; ++i) error->message[i] = message[i];

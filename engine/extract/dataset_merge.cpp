@@ -1,6 +1,5 @@
 #include "extract/dataset_merge.hpp"
 
-#include <ember/npy.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -12,15 +11,14 @@
 #include <map>
 #include <optional>
 
-#include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/output_path.hpp"
-#include "record/strict_parse.hpp"
 #include "common/sha256_file.hpp"
 #include "config/run_config.hpp"
 #include "config/toml_reader.hpp"
-#include "record/partial_file.hpp"
+#include "extract/shard_files.hpp"
 #include "record/run_directory.hpp"
+#include "record/strict_parse.hpp"
 #include "record/verify.hpp"
 
 namespace ember::extract {
@@ -219,121 +217,6 @@ std::string describe(const json::value* v) {
     return text;
 }
 
-std::size_t element_bytes(const std::string& descr, const fs::path& file) {
-    if (descr == "<f4" || descr == "<i4") return 4;
-    if (descr == "<f8" || descr == "<i8") return 8;
-    throw Error(fmt::format("ember merge: {}: dtype '{}' is not one a dataset run writes", file.string(), descr));
-}
-
-// Appends `bytes` bytes of `file` from `offset` to `out`, hashing them.
-void copy_bytes(const fs::path& file, std::uint64_t offset, std::uint64_t bytes, AtomicFile& out, Sha256& sha,
-                std::vector<char>& buffer) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in || !in.seekg(static_cast<std::streamoff>(offset))) throw Error(fmt::format("ember merge: {}: cannot read", file.string()));
-    while (bytes > 0) {
-        const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(bytes, buffer.size()));
-        in.read(buffer.data(), static_cast<std::streamsize>(want));
-        if (static_cast<std::size_t>(in.gcount()) != want)
-            throw Error(fmt::format("ember merge: {}: shorter than its manifest says (changed while merging?)", file.string()));
-        const std::string_view chunk(buffer.data(), want);
-        out.write(chunk);
-        sha.update(chunk);
-        bytes -= want;
-    }
-}
-
-struct Joined {
-    FileRecord record;
-    std::size_t rows = 0;  // .npy: the merged row count
-};
-
-// One .npy: a header with the summed row count (as the unsharded run's NpyAppender writes
-// it), then every shard's data in order.
-Joined join_npy(const std::vector<const ShardDir*>& shards, const std::string& name, const fs::path& dir,
-                std::vector<char>& buffer) {
-    std::vector<npy::Header> headers;
-    Joined j;
-    for (const ShardDir* s : shards) {
-        const fs::path file = s->dir / name;
-        npy::Header h = npy::read_header(file);
-        if (h.fortran_order || h.shape.empty() || h.shape.size() > 3)
-            throw Error(fmt::format("ember merge: {}: not a C-order array of rows", file.string()));
-        const npy::Header& first = headers.empty() ? h : headers.front();
-        // Rows stack when everything after the row count agrees ([R], [R, C], [R, n_head, n_kv]).
-        if (h.descr != first.descr || !std::equal(h.shape.begin() + 1, h.shape.end(), first.shape.begin() + 1, first.shape.end()))
-            throw Error(fmt::format("ember merge: {}: dtype {} shape {} does not stack onto {}'s {} {}", file.string(),
-                                    h.descr, npy::shape_text(h.shape), (shards.front()->dir / name).string(),
-                                    first.descr, npy::shape_text(first.shape)));
-        j.rows += h.shape[0];
-        headers.push_back(std::move(h));
-    }
-    const npy::Header& first = headers.front();
-    const std::string head =
-        NpyAppender::header(first.descr, j.rows, std::vector<std::size_t>(first.shape.begin() + 1, first.shape.end()));
-    AtomicFile out(dir / name);
-    Sha256 sha;
-    out.write(head);
-    sha.update(head);
-    j.record = {name, head.size(), ""};
-    for (std::size_t i = 0; i < shards.size(); ++i) {
-        const fs::path file = shards[i]->dir / name;
-        const std::uint64_t bytes = headers[i].count() * element_bytes(headers[i].descr, file);
-        copy_bytes(file, headers[i].data_offset, bytes, out, sha, buffer);
-        j.record.bytes += bytes;
-    }
-    out.commit();
-    j.record.sha256 = sha.finish_hex();
-    return j;
-}
-
-// A sparse SAE array's indptr (int64 [R + 1], each shard's from 0): shard 0's entries,
-// then each later shard's after its leading 0, shifted by the nonzeros before it, which
-// is the indptr the unsharded run writes. `values` (the entry's values file) checks each
-// shard's last entry against its nonzero count.
-Joined join_indptr(const std::vector<const ShardDir*>& shards, const std::string& name, const std::string& values,
-                   const fs::path& dir) {
-    std::vector<npy::Header> headers;
-    Joined j;
-    for (const ShardDir* s : shards) {
-        const fs::path file = s->dir / name;
-        npy::Header h = npy::read_header(file);
-        if (h.fortran_order || h.shape.size() != 1 || h.descr != "<i8" || h.shape[0] == 0)
-            throw Error(fmt::format("ember merge: {}: not an int64 indptr [R + 1] (dtype {} shape {})", file.string(),
-                                    h.descr, npy::shape_text(h.shape)));
-        j.rows += h.shape[0] - (headers.empty() ? 0 : 1);
-        headers.push_back(std::move(h));
-    }
-    const std::string head = NpyAppender::header("<i8", j.rows, {});
-    AtomicFile out(dir / name);
-    Sha256 sha;
-    out.write(head);
-    sha.update(head);
-    j.record = {name, head.size(), ""};
-    std::int64_t base = 0;
-    for (std::size_t k = 0; k < shards.size(); ++k) {
-        const fs::path file = shards[k]->dir / name;
-        std::vector<std::int64_t> v(headers[k].shape[0]);
-        std::ifstream in(file, std::ios::binary);
-        if (!in || !in.seekg(static_cast<std::streamoff>(headers[k].data_offset)) ||
-            !in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(std::int64_t))))
-            throw Error(fmt::format("ember merge: {}: shorter than its header says", file.string()));
-        const std::uint64_t nnz = npy::read_header(shards[k]->dir / values).count();
-        if (v.front() != 0 || !std::is_sorted(v.begin(), v.end()) || static_cast<std::uint64_t>(v.back()) != nnz)
-            throw Error(fmt::format("ember merge: {}: not a CSR indptr from 0 to the {} nonzeros of {}", file.string(), nnz,
-                                    values));
-        for (std::int64_t& e : v) e += base;
-        base = v.back();
-        const std::string_view chunk(reinterpret_cast<const char*>(v.data() + (k == 0 ? 0 : 1)),
-                                     (v.size() - (k == 0 ? 0 : 1)) * sizeof(std::int64_t));
-        out.write(chunk);
-        sha.update(chunk);
-        j.record.bytes += chunk.size();
-    }
-    out.commit();
-    j.record.sha256 = sha.finish_hex();
-    return j;
-}
-
 // Every shard read its SAEs from files with the same digests: the first that differs named
 // (the generic comparison would find it too, less plainly).
 void check_same_saes(const std::vector<ShardDir>& shards) {
@@ -362,24 +245,6 @@ void check_same_saes(const std::vector<ShardDir>& shards) {
                                     shards.front().dir.string(), text(other), shards[k].dir.string()));
         }
     }
-}
-
-// One .jsonl: every shard's lines in order.
-Joined join_lines(const std::vector<const ShardDir*>& shards, const std::string& name, const fs::path& dir,
-                  std::vector<char>& buffer) {
-    AtomicFile out(dir / name);
-    Sha256 sha;
-    Joined j;
-    j.record.name = name;
-    for (const ShardDir* s : shards) {
-        const fs::path file = s->dir / name;
-        const std::uint64_t bytes = fs::file_size(file);
-        copy_bytes(file, 0, bytes, out, sha, buffer);
-        j.record.bytes += bytes;
-    }
-    out.commit();
-    j.record.sha256 = sha.finish_hex();
-    return j;
 }
 
 // Every shard holds the same files, each one ember merge joins.
@@ -590,10 +455,12 @@ MergeResult merge_dataset_shards(const std::vector<fs::path>& dirs, const fs::pa
                 if (const json::value* indptr = sparse_file(e.as_object(), "indptr"))
                     if (const json::value* values = sparse_file(e.as_object(), "values"))
                         indptrs[std::string(indptr->as_string())] = std::string(values->as_string());
+    std::vector<fs::path> shard_dirs;  // in shard order
+    for (const ShardDir* s : ordered) shard_dirs.push_back(s->dir);
     for (const std::string& name : names) {
-        Joined j = indptrs.contains(name)   ? join_indptr(ordered, name, indptrs.at(name), writer.dir())
-                   : name.ends_with(".npy") ? join_npy(ordered, name, writer.dir(), buffer)
-                                            : join_lines(ordered, name, writer.dir(), buffer);
+        JoinedFile j = indptrs.contains(name)   ? join_indptr(shard_dirs, name, indptrs.at(name), writer.dir())
+                       : name.ends_with(".npy") ? join_npy(shard_dirs, name, writer.dir(), buffer)
+                                                : join_lines(shard_dirs, name, writer.dir(), buffer);
         rows[name] = j.rows;
         result.bytes += j.record.bytes;
         writer.add_file(std::move(j.record));

@@ -6,11 +6,12 @@ An example is a run of fenced blocks in one page, each preceded by a marker line
     <!-- example: NAME -->                  (or <!-- example: NAME model=FIXTURE.gguf -->)
 
 Blocks with the same NAME run in page order in one scratch directory laid out like a
-checkout: `repo/` (the working directory) holds a copy of `configs/`, `build` (a link to
-the build tree) and `model.gguf` (a link to the fixture model, stories260K.gguf unless
-`model=` names another), and `shared` beside it links the fixtures' parent, so the
-configs' relative paths resolve as they do in the repository, while nothing is written
-into the repository itself. `ember` is on PATH.
+checkout: `repo/` (the working directory) holds a copy of `configs/`, links to `tests/`
+(for its scripts) and to `build` (the build tree), and `model.gguf` (a link to the fixture
+model, stories260K.gguf unless `model=` names another), and `shared` beside it links the
+fixtures' parent, so the configs' relative paths resolve as they do in the repository,
+while nothing is written into the repository itself. `ember` is on PATH, and `python3` is
+the Python running this script (Debian's, with NumPy), in blocks and shell lines alike.
 
     ```sh       runs with bash -euo pipefail
     ```python   runs with python3
@@ -73,6 +74,7 @@ def scratch_checkout(root: Path, repo: Path, build: Path, fixtures: Path, model:
     work.mkdir()
     shutil.copytree(repo / "configs", work / "configs")
     (work / "build").symlink_to(build)
+    (work / "tests").symlink_to(repo.resolve() / "tests")
     model_path = fixtures / "models" / model
     if not model_path.is_file():
         sys.exit(f"doc examples: fixture model {model_path} is missing (set EMBER_FIXTURES)")
@@ -116,7 +118,9 @@ def main():
     if not args.fixtures.is_dir():
         sys.exit(f"doc examples: no fixtures at {args.fixtures} (set EMBER_FIXTURES)")
     env = dict(os.environ)
-    env["PATH"] = f"{args.build / 'app'}:{env['PATH']}"
+    python_dir = tempfile.TemporaryDirectory(prefix="ember-doc-python-")
+    (Path(python_dir.name) / "python3").symlink_to(sys.executable)
+    env["PATH"] = f"{args.build / 'app'}:{python_dir.name}:{env['PATH']}"
     passed = failed = 0
     for page in sorted(args.docs.glob("*.md")):
         for name, options, blocks in parse_examples(page):
@@ -128,6 +132,7 @@ def main():
             print(f"{'ok' if ok else 'FAILED'}  {page.name}: {name} ({len(blocks)} blocks)")
             passed += ok
             failed += not ok
+    python_dir.cleanup()
     print(f"{passed} passed, {failed} failed")
     if passed + failed == 0:
         sys.exit("doc examples: no example found in the docs (markers: <!-- example: NAME -->)")

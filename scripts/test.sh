@@ -26,6 +26,6 @@ echo "== fuzzing the GGUF loader"
 "$root/scripts/fuzz-gguf.sh" "${EMBER_FUZZ_SECONDS:-60}"
 echo "== fuzzing the tokenizers"
 "$root/scripts/fuzz-tokenizer.sh" "${EMBER_TOKENIZER_FUZZ_SECONDS:-30}"
-# Its own duration, so a newcomer knows what to expect (README: 25 min 26 s on 2 cores from a
-# clean clone and a cold compiler cache, most of it building the sanitizer and no-fast trees).
+# Its own duration, so a newcomer knows what to expect (README; measured before the single
+# sanitizer tree and the precompiled headers, which cut its cold cost; not yet re-measured).
 echo "test.sh: every suite passed in $((SECONDS / 60)) min $((SECONDS % 60)) s"

@@ -8,14 +8,14 @@
 #   ember_pch_suite    the suites' objects (-fPIE, with doctest)
 # The owners are empty translation units, built for their headers alone. Left out: the
 # kernels (each file has its own -m flags), the objects the disabled-path gate reads, the
-# Python module and the fuzz targets (their own flags), and targets compiled without fmt's
+# Python module (its own flags), and targets compiled without fmt's
 # or Boost.JSON's definitions (below). EMBER_PCH=OFF builds without them.
 
 set(ember_pch_common_headers
   <algorithm> <array> <cmath> <cstddef> <cstdint> <cstring> <filesystem> <fstream> <functional>
   <map> <memory> <optional> <set> <span> <sstream> <string> <string_view> <utility> <vector>
   <fmt/format.h> <boost/json.hpp>)
-set(ember_pch_left_out "^(ember_kernels_.*|disabled_path_gate_objects|_ember|gguf_fuzz|tokenizer_encode_fuzz)$")
+set(ember_pch_left_out "^(ember_kernels_.*|disabled_path_gate_objects|_ember)$")
 
 # Every target defined under DIR, recursively.
 function(ember_targets_under dir out)
@@ -59,14 +59,17 @@ function(ember_precompile_headers)
   add_library(ember_pch_library OBJECT "${owner_source}")
   add_executable(ember_pch_program "${owner_source}")
   set(owners ember_pch_library ember_pch_program)
-  if(TARGET ember_test_support)
+  get_property(suites GLOBAL PROPERTY EMBER_SUITES)
+  if(suites)
     # A suite: doctest's main (and the test case registry doctest.h refers to) from the
-    # suites' support library.
+    # suites' support library, and the suites' own options (ember_add_test's -O1).
     add_executable(ember_pch_suite "${PROJECT_SOURCE_DIR}/cmake/pch_owner_suite.cpp")
     target_link_libraries(ember_pch_suite PRIVATE ember_test_support)
     target_precompile_headers(ember_pch_suite PRIVATE <doctest/doctest.h>)
-    if(CMAKE_BUILD_TYPE STREQUAL "Release")
-      target_compile_options(ember_pch_suite PRIVATE -O1)  # as the suites (tests/CMakeLists.txt)
+    list(GET suites 0 first_suite)
+    get_target_property(suite_options ${first_suite} COMPILE_OPTIONS)
+    if(suite_options)
+      target_compile_options(ember_pch_suite PRIVATE ${suite_options})
     endif()
     list(APPEND owners ember_pch_suite)
   endif()
@@ -77,7 +80,6 @@ function(ember_precompile_headers)
   endforeach()
 
   ember_targets_under("${PROJECT_SOURCE_DIR}" targets)
-  get_property(suites GLOBAL PROPERTY EMBER_SUITES)
   foreach(target IN LISTS targets)
     get_target_property(type ${target} TYPE)
     if(target MATCHES "^ember_pch_" OR target MATCHES "${ember_pch_left_out}" OR type STREQUAL "INTERFACE_LIBRARY"

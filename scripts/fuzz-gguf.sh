@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Fuzzes the GGUF loader with libFuzzer in the sanitizer tree (sanitizer-build.sh: clang, ASan + UBSan) for SECONDS (default 60),
-# starting from the committed seed corpus tests/fuzz/corpus (never modified: new inputs
-# go to a scratch directory). Findings are written to fuzz-out/ and fail the script.
+# Fuzzes the GGUF loader with libFuzzer in the sanitizer tree (sanitizer-build.sh: clang,
+# ASan + UBSan) for SECONDS (default 60), starting from the committed seed corpus
+# tests/fuzz/corpus (never modified: new inputs go to a scratch directory). Findings are
+# written to fuzz-out/ and fail the script.
 #   scripts/fuzz-gguf.sh [SECONDS]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

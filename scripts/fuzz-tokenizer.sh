@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Fuzzes the tokenizers' encode() with libFuzzer in the sanitizer tree (sanitizer-build.sh: clang, ASan + UBSan) for SECONDS (default
-# 60) on the four fixture vocabularies, from an empty corpus in a scratch directory.
-# Findings are written to fuzz-out/ and fail the script.
+# Fuzzes the tokenizers' encode() with libFuzzer in the sanitizer tree (sanitizer-build.sh:
+# clang, ASan + UBSan) for SECONDS (default 60) on the four fixture vocabularies, from an
+# empty corpus in a scratch directory. Findings are written to fuzz-out/ and fail the script.
 #   scripts/fuzz-tokenizer.sh [SECONDS]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

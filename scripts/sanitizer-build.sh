@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds the one sanitizer tree, build-asan/ (or $EMBER_ASAN_BUILD_DIR):
-# clang with AddressSanitizer + UndefinedBehaviorSanitizer and the libFuzzer targets, at -O1
-# with line tables (what ASan's reports need, and a third cheaper to compile than -O2 -g).
+# clang with AddressSanitizer + UndefinedBehaviorSanitizer and the libFuzzer targets, at -O0
+# with line tables (what ASan's reports need; the cheapest to compile, the slowest to run).
 # The loader tests (test-sanitizers.sh) and both fuzzers (fuzz-gguf.sh, fuzz-tokenizer.sh)
 # share it, so the engine is compiled with the sanitizers once. Arguments are targets.
 #   scripts/sanitizer-build.sh TARGET...

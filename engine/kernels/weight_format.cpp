@@ -7,6 +7,7 @@
 
 #include "kernels/dequantize.hpp"
 #include "kernels/quant_blocks.hpp"
+#include "kernels/quantize_row.hpp"
 
 namespace ember::kernels {
 namespace {
@@ -40,34 +41,44 @@ constexpr ScaleLayout two_scales(std::string_view second) {
     return {2, {static_cast<std::uint8_t>(D), static_cast<std::uint8_t>(M)}, {"d", second}};
 }
 
+// A file rule on typed blocks as a QuantizeRowFn on the row's bytes.
+template <class Block, void (*Rule)(const float*, Block*, std::size_t)>
+void write_blocks(const float* x, std::byte* row, std::size_t n) {
+    Rule(x, reinterpret_cast<Block*>(row), n);
+}
+
 // A row: name, block size and bytes from the ggml type table (model-math §1.5); the
 // kernel suffix is the name in lower case (checked below).
 constexpr WeightFormat row(std::size_t index, GgmlType type, std::string_view suffix, ActivationType a,
-                           DequantizeRowFn dequantize, ScaleLayout scales) {
+                           DequantizeRowFn dequantize, QuantizeRowFn quantize, ScaleLayout scales) {
     const gguf::TypeTraits t = gguf::traits_of(type);
-    return {index, type, t.name, suffix, t.block_size, t.type_size, a, dequantize, scales};
+    return {index, type, t.name, suffix, t.block_size, t.type_size, a, dequantize, quantize, scales};
 }
 
 // Activation types as type_traits_cpu's vec_dot_type (§2.9).
 constexpr std::array<WeightFormat, kWeightFormatCount> kFormats = {{
-    row(0, GgmlType::F32, "f32", A::f32, dequantize_row_f32, kNoScales),
-    row(1, GgmlType::F16, "f16", A::f16, dequantize_row_f16, kNoScales),
-    row(2, GgmlType::BF16, "bf16", A::bf16, dequantize_row_bf16, kNoScales),
-    row(3, GgmlType::Q8_0, "q8_0", A::q8_0, dequantize_row_q8_0, one_scale<offsetof(BlockQ8_0, d)>()),
-    row(4, GgmlType::Q4_0, "q4_0", A::q8_0, dequantize_row_q4_0, one_scale<offsetof(BlockQ4_0, d)>()),
-    row(5, GgmlType::Q4_1, "q4_1", A::q8_1, dequantize_row_q4_1,
+    row(0, GgmlType::F32, "f32", A::f32, dequantize_row_f32, nullptr, kNoScales),
+    row(1, GgmlType::F16, "f16", A::f16, dequantize_row_f16, quantize_row_f16, kNoScales),
+    row(2, GgmlType::BF16, "bf16", A::bf16, dequantize_row_bf16, quantize_row_bf16, kNoScales),
+    row(3, GgmlType::Q8_0, "q8_0", A::q8_0, dequantize_row_q8_0, write_blocks<BlockQ8_0, quantize_row_q8_0_file_rule>,
+        one_scale<offsetof(BlockQ8_0, d)>()),
+    row(4, GgmlType::Q4_0, "q4_0", A::q8_0, dequantize_row_q4_0, write_blocks<BlockQ4_0, quantize_row_q4_0_file_rule>,
+        one_scale<offsetof(BlockQ4_0, d)>()),
+    row(5, GgmlType::Q4_1, "q4_1", A::q8_1, dequantize_row_q4_1, write_blocks<BlockQ4_1, quantize_row_q4_1_file_rule>,
         two_scales<offsetof(BlockQ4_1, d), offsetof(BlockQ4_1, m)>("m")),
-    row(6, GgmlType::Q5_0, "q5_0", A::q8_0, dequantize_row_q5_0, one_scale<offsetof(BlockQ5_0, d)>()),
-    row(7, GgmlType::Q5_1, "q5_1", A::q8_1, dequantize_row_q5_1,
+    row(6, GgmlType::Q5_0, "q5_0", A::q8_0, dequantize_row_q5_0, nullptr, one_scale<offsetof(BlockQ5_0, d)>()),
+    row(7, GgmlType::Q5_1, "q5_1", A::q8_1, dequantize_row_q5_1, write_blocks<BlockQ5_1, quantize_row_q5_1_file_rule>,
         two_scales<offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m)>("m")),
-    row(8, GgmlType::Q2_K, "q2_k", A::q8_K, dequantize_row_q2_K,
+    row(8, GgmlType::Q2_K, "q2_k", A::q8_K, dequantize_row_q2_K, write_blocks<BlockQ2_K, quantize_row_q2_K_file_rule>,
         two_scales<offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)>("dmin")),
-    row(9, GgmlType::Q3_K, "q3_k", A::q8_K, dequantize_row_q3_K, one_scale<offsetof(BlockQ3_K, d)>()),
-    row(10, GgmlType::Q4_K, "q4_k", A::q8_K, dequantize_row_q4_K,
+    row(9, GgmlType::Q3_K, "q3_k", A::q8_K, dequantize_row_q3_K, write_blocks<BlockQ3_K, quantize_row_q3_K_file_rule>,
+        one_scale<offsetof(BlockQ3_K, d)>()),
+    row(10, GgmlType::Q4_K, "q4_k", A::q8_K, dequantize_row_q4_K, write_blocks<BlockQ4_K, quantize_row_q4_K_file_rule>,
         two_scales<offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)>("dmin")),
-    row(11, GgmlType::Q5_K, "q5_k", A::q8_K, dequantize_row_q5_K,
+    row(11, GgmlType::Q5_K, "q5_k", A::q8_K, dequantize_row_q5_K, write_blocks<BlockQ5_K, quantize_row_q5_K_file_rule>,
         two_scales<offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)>("dmin")),
-    row(12, GgmlType::Q6_K, "q6_k", A::q8_K, dequantize_row_q6_K, one_scale<offsetof(BlockQ6_K, d)>()),
+    row(12, GgmlType::Q6_K, "q6_k", A::q8_K, dequantize_row_q6_K, write_blocks<BlockQ6_K, quantize_row_q6_K_file_rule>,
+        one_scale<offsetof(BlockQ6_K, d)>()),
 }};
 
 // The block layouts (quant_blocks.hpp) are as many bytes as the type table says.

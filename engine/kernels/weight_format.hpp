@@ -7,9 +7,11 @@
 // Each row says how the format is stored (its name, block size and bytes, read from the
 // ggml type table gguf/ggml_type.hpp: one base table, not two), which activation type
 // its dot product reads (llama.cpp's vec_dot_type, model-math §2.9), how a row is
-// dequantized to F32 (llama.cpp's dequantize_row_*, bit for bit), and its index: the
-// slot of its product in every fast KernelSet (kernels/fast/kernel_set.hpp). The model
-// tools read F32/F16/BF16 source tensors through these rows.
+// dequantized to F32 (llama.cpp's dequantize_row_*, bit for bit), how F32 values are
+// written in it (llama-quantize's file rule, quantize_row.hpp; none for the types Ember
+// does not write), and its index: the slot of its product in every fast KernelSet
+// (kernels/fast/kernel_set.hpp). The model tools read source tensors and write quantized
+// ones through these rows.
 #pragma once
 
 #include <array>
@@ -45,6 +47,8 @@ struct ScaleLayout {
 
 // n elements (a multiple of the block size) of one stored row into F32.
 using DequantizeRowFn = void (*)(const std::byte* row, float* out, std::size_t n);
+// n F32 values (a multiple of the block size) into one stored row.
+using QuantizeRowFn = void (*)(const float* x, std::byte* row, std::size_t n);
 
 struct WeightFormat {
     std::size_t index;              // position in weight_formats()
@@ -55,6 +59,7 @@ struct WeightFormat {
     std::uint32_t block_bytes;
     ActivationType activation;      // what its dot product reads
     DequantizeRowFn dequantize_row;
+    QuantizeRowFn quantize_row;     // nullptr: Ember does not write this type (F32, Q5_0)
     ScaleLayout scales;             // its F16 scales, if it is a block format
 };
 

@@ -13,6 +13,7 @@
 #include "gguf/gguf_file.hpp"
 #include "gguf/gguf_writer.hpp"
 #include "gguf/layout.hpp"
+#include "kernels/quant_blocks.hpp"
 #include "model_tools/tensor_rows.hpp"
 
 namespace ember::model_tools {

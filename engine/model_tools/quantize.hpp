@@ -20,7 +20,7 @@
 //     a type whose block does not divide the rows takes tensor_type_fallback's (Q2_K,
 //     Q3_K -> Q4_0, Q5_K -> Q5_1, Q6_K -> Q8_0; then F16 where 32 does not divide
 //     either), except Q4_K, refused (llama.cpp writes Q5_0, which ember cannot write yet);
-//   - values are quantized by the file rules of quantize_rows.hpp.
+//   - values are quantized by the file rules of kernels/quantize_row.hpp.
 #pragma once
 
 #include <cstddef>

@@ -1,9 +1,5 @@
-// llama-quantize's file rules for one row (no importance matrix), operation for
-// operation as ggml-quants.c's quantize_row_*_ref, so the same F32 input gives the same
-// bytes: Q8_0 (model-math §2.2 file rule), Q4_0 (§2.3), Q4_K (make_qkx2_quants per
-// 32-element sub-block, 6-bit scales and mins) and Q6_K (make_qx_quants per 16-element
-// sub-block, int8 scales), and the five below. n is a multiple of the block size (32, or
-// 256 for the K-quants).
+// Whole tensors written in a stored type, through the weight-format table's writers
+// (kernels/quantize_row.hpp: llama-quantize's file rules, F16 and BF16 rounding).
 #pragma once
 
 #include <cstddef>
@@ -11,27 +7,14 @@
 #include <vector>
 
 #include "gguf/ggml_type.hpp"
-#include "kernels/quant_blocks.hpp"
 
 namespace ember::model_tools {
 
-void quantize_row_q8_0_file_rule(const float* x, kernels::BlockQ8_0* y, std::size_t n);
-void quantize_row_q4_0_file_rule(const float* x, kernels::BlockQ4_0* y, std::size_t n);
-void quantize_row_q4_K_file_rule(const float* x, kernels::BlockQ4_K* y, std::size_t n);
-void quantize_row_q6_K_file_rule(const float* x, kernels::BlockQ6_K* y, std::size_t n);
-// Q4_1, Q5_1 (quantize_row_q4_1_ref, _q5_1_ref: min and max of each block); Q2_K, Q3_K,
-// Q5_K (quantize_row_q2_K_ref with make_qkx2_quants and |error|, _q3_K_ref with
-// make_q3_quants, _q5_K_ref as Q4_K with 31 levels): quantize_rows_k.cpp.
-void quantize_row_q4_1_file_rule(const float* x, kernels::BlockQ4_1* y, std::size_t n);
-void quantize_row_q5_1_file_rule(const float* x, kernels::BlockQ5_1* y, std::size_t n);
-void quantize_row_q2_K_file_rule(const float* x, kernels::BlockQ2_K* y, std::size_t n);
-void quantize_row_q3_K_file_rule(const float* x, kernels::BlockQ3_K* y, std::size_t n);
-void quantize_row_q5_K_file_rule(const float* x, kernels::BlockQ5_K* y, std::size_t n);
-
-// The types quantize_rows writes.
+// Whether the type's row in the weight-format table has a writer.
 bool can_write_type(gguf::GgmlType type);
 
-// A [rows, row_length] tensor of F32 values in `type` (one can_write_type accepts).
+// A [rows, row_length] tensor of F32 values in `type` (one can_write_type accepts);
+// row_length is a multiple of the type's block size.
 std::vector<std::byte> quantize_rows(gguf::GgmlType type, std::span<const float> values, std::size_t row_length);
 
 }  // namespace ember::model_tools

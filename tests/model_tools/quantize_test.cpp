@@ -17,6 +17,7 @@
 #include "gguf/gguf_file.hpp"
 #include "gguf/gguf_writer.hpp"
 #include "kernels/float16.hpp"
+#include "kernels/quantize_row.hpp"
 #include "model_tools/quantize.hpp"
 #include "support/fixtures.hpp"
 
@@ -74,7 +75,7 @@ TEST_CASE("quantize: the file rule rounds ties away from zero and uses id = 1/d"
     x[4] = -0.5f;
     x[5] = 2.5f;
     kernels::BlockQ8_0 b;
-    model_tools::quantize_row_q8_0_file_rule(x.data(), &b, 32);
+    kernels::quantize_row_q8_0_file_rule(x.data(), &b, 32);
     CHECK(b.d == 0x3C00);
     CHECK(b.qs[0] == 127);
     CHECK(b.qs[1] == 15);   // the x86 runtime rule would give 14
@@ -83,7 +84,7 @@ TEST_CASE("quantize: the file rule rounds ties away from zero and uses id = 1/d"
     CHECK(b.qs[4] == -1);
     CHECK(b.qs[5] == 3);
     std::vector<float> zeros(32, 0.0f);
-    model_tools::quantize_row_q8_0_file_rule(zeros.data(), &b, 32);
+    kernels::quantize_row_q8_0_file_rule(zeros.data(), &b, 32);
     CHECK(b.d == 0);
     for (auto q : b.qs) CHECK(q == 0);
 }

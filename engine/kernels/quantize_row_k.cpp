@@ -6,20 +6,14 @@
 #include <cstring>
 
 #include "kernels/float16.hpp"
-#include "model_tools/quantize_rows.hpp"
-#include "model_tools/quantize_search.hpp"
+#include "kernels/quantize_row.hpp"
+#include "kernels/quantize_search.hpp"
 
-namespace ember::model_tools {
+namespace ember::kernels {
 
 using detail::kGroupMaxEps;
 using detail::make_qkx2_quants;
 using detail::nearest_int;
-using kernels::BlockQ2_K;
-using kernels::BlockQ3_K;
-using kernels::BlockQ5_K;
-using kernels::kQK_K;
-using kernels::fp32_to_fp16;
-using kernels::fp16_to_fp32;
 
 namespace {
 
@@ -247,4 +241,4 @@ void quantize_row_q5_K_file_rule(const float* x, BlockQ5_K* y, std::size_t n) {
     }
 }
 
-}  // namespace ember::model_tools
+}  // namespace ember::kernels

@@ -1,10 +1,10 @@
-// The search helpers of ggml-quants.c that several file rules share (quantize_rows.cpp
-// defines them; quantize_rows_k.cpp uses them too), operation for operation as there.
+// The search helpers of ggml-quants.c that several file rules share (quantize_row.cpp
+// defines them; quantize_row_k.cpp uses them too), operation for operation as there.
 #pragma once
 
 #include <cstdint>
 
-namespace ember::model_tools::detail {
+namespace ember::kernels::detail {
 
 constexpr float kGroupMaxEps = 1e-15f;  // GROUP_MAX_EPS
 
@@ -16,4 +16,4 @@ int nearest_int(float x);
 float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, std::uint8_t* L, float* the_min,
                        std::uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad);
 
-}  // namespace ember::model_tools::detail
+}  // namespace ember::kernels::detail

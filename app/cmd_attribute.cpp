@@ -149,7 +149,7 @@ int run_attribute(const std::vector<std::string>& args) {
     apply_model_options(vm, model_section, false);
     bool wants_sae_features = false;
     attribution::AttributeRequest request = request_from_options(vm, wants_sae_features);
-    request.threads = extract::effective_threads(model_section.threads);
+    request.threads = runtime::effective_threads(model_section.threads);
 
     const runtime::LoadedModel model(model_section.path, parse_arch(model_section.arch));
     const attribution::GradientModel gradient_model(model.file, model.model->config());
@@ -163,7 +163,7 @@ int run_attribute(const std::vector<std::string>& args) {
 
     if (vm["json"].as<bool>()) {
         print_json(boost::json::object{{"dir", r.dir.string()},
-                                       {"manifest", (r.dir / extract::kManifestName).string()},
+                                       {"manifest", (r.dir / record::kManifestName).string()},
                                        {"metric", attribution::metric_name(request.metric)},
                                        {"value", r.metric},
                                        {"prompt_tokens", r.prompt_tokens},

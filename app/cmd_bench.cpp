@@ -114,7 +114,7 @@ int run_bench(const std::vector<std::string>& args) {
     runtime::SessionOptions session_options;
     session_options.route = *runtime::route_from_name(chosen.route);
     session_options.kv_type = kv_type;
-    session_options.threads = extract::effective_threads(chosen.threads);
+    session_options.threads = runtime::effective_threads(chosen.threads);
     session_options.context_length = chosen.ctx;
     session_options.max_batch = prompt_tokens;
 

@@ -45,10 +45,10 @@ int run_detokenize(const std::vector<std::string>& args) {
     for (const std::int32_t id : ids) {
         const std::string piece = tok.piece(id, true);
         text += piece;
-        pieces.push_back({{"id", id}, {"piece", extract::piece_text(piece)}, {"piece_hex", extract::hex(piece)}});
+        pieces.push_back({{"id", id}, {"piece", record::piece_text(piece)}, {"piece_hex", record::hex(piece)}});
     }
     if (vm["json"].as<bool>()) {
-        print_json(boost::json::object{{"text", extract::piece_text(text)}, {"text_hex", extract::hex(text)},
+        print_json(boost::json::object{{"text", record::piece_text(text)}, {"text_hex", record::hex(text)},
                                        {"pieces", std::move(pieces)}});
         return kExitOk;
     }

@@ -133,7 +133,7 @@ int run_dataset(const extract::LoadedModel& model, const config::RunConfig& conf
     const double seconds = std::max(r.seconds, 1e-9);
     if (json) {
         print_json(boost::json::object{{"dir", r.dir.string()},
-                                       {"manifest", (r.dir / extract::kManifestName).string()},
+                                       {"manifest", (r.dir / record::kManifestName).string()},
                                        {"samples", r.samples},
                                        {"skipped", r.skipped},
                                        {"rows", r.rows},
@@ -228,7 +228,7 @@ int run_extract(const std::vector<std::string>& args) {
     // What it writes, before any work: nothing there yet, or what it may replace.
     if (vm.count("out")) check_output_directory("--out", config.output.dir);
     if (vm.count("trace")) check_output_file("--trace", config.tracing.path);
-    extract::check_run_outputs(config, vm["overwrite"].as<bool>());
+    record::check_run_outputs(config, vm["overwrite"].as<bool>());
 
     const extract::LoadedModel model(config.model.path, parse_arch(config.model.arch));
     if (config.dataset.path) return run_dataset(model, config, vm["json"].as<bool>());
@@ -238,7 +238,7 @@ int run_extract(const std::vector<std::string>& args) {
 
     if (vm["json"].as<bool>()) {
         boost::json::object o{{"dir", result.dir.string()},
-                              {"manifest", (result.dir / extract::kManifestName).string()},
+                              {"manifest", (result.dir / record::kManifestName).string()},
                               {"n_tokens", result.n_tokens},
                               {"arrays", result.arrays},
                               {"config_hash", config::config_hash(config)},

@@ -57,7 +57,7 @@ double shortest(float v) { return std::stod(fmt::format("{}", v)); }
 
 // A conversation's reply in --json: "text" (its thinking block kept, marked), "thinking"
 // (the block's text, null when there is none), "thinking_closed", "answer".
-void add_chat_reply(json::object& o, const tokenizer::Tokenizer& tok, const extract::EncodedPrompt& prompt,
+void add_chat_reply(json::object& o, const tokenizer::Tokenizer& tok, const runtime::EncodedPrompt& prompt,
                     std::span<const std::int32_t> tokens) {
     const std::optional<chat::ThinkingMarkers>& markers = prompt.thinking_markers;
     if (!markers) {
@@ -142,8 +142,8 @@ int run_generate(const std::vector<std::string>& args) {
     const tokenizer::Tokenizer& tok = model.tokenizer;
     // The conversation as the run renders it, for --json's record of the prompt and the
     // reply's thinking markers (rendering takes microseconds: docs/chat.md).
-    std::optional<extract::EncodedPrompt> rendered;
-    if (chat) rendered = extract::encode_run_prompt(model, config.prompt);
+    std::optional<runtime::EncodedPrompt> rendered;
+    if (chat) rendered = runtime::encode_run_prompt(model, config.prompt);
 
     TextPrinter print_token(tok);
     if (rendered && rendered->thinking_markers) print_token.show(chat::hidden_marker_tokens(tok, *rendered->thinking_markers));
@@ -179,11 +179,11 @@ int run_generate(const std::vector<std::string>& args) {
     o["threads"] = outcome.threads;
     o["ctx"] = config.model.ctx != 0 ? config.model.ctx : runtime::default_context_length(model_config);
     o["prompt"] = valid_utf8(rendered ? rendered->text
-                                      : ids ? extract::encode_ids(tok, *config.prompt.ids, "--ids").text : prompt);
+                                      : ids ? runtime::encode_ids(tok, *config.prompt.ids, "--ids").text : prompt);
     o["prompt_tokens"] = json::value_from(prompt_tokens);
     if (rendered) {
         o["chat"] = *rendered->chat;
-        o["token_messages"] = extract::token_messages_json(*rendered);
+        o["token_messages"] = runtime::token_messages_json(*rendered);
     }
     o["tokens"] = json::value_from(result.tokens);
     add_text(o, tok, result.tokens);

@@ -57,7 +57,7 @@ json::object describe(const gguf::File& file, const models::ModelConfig& c, cons
     o["tied_output"] = file.find_tensor("output.weight") == nullptr;
     o["lm_head"] = file.find_tensor("output.weight") ? "output.weight" : "token_embd.weight";
 
-    o["layers"] = extract::layer_records(c);
+    o["layers"] = record::layer_records(c);
 
     o["tokenizer"] = {{"model", tok.model},
                       {"pre", tok.pre},
@@ -67,7 +67,7 @@ json::object describe(const gguf::File& file, const models::ModelConfig& c, cons
                       {"add_bos", tok.add_bos},
                       {"add_eos", tok.add_eos}};
 
-    o["weight_types"] = extract::weight_type_record(file);
+    o["weight_types"] = record::weight_type_record(file);
 
     if (with_tensors) {
         json::array tensors;

@@ -33,7 +33,7 @@ int run_merge(const std::vector<std::string>& args) {
     const extract::MergeResult r = extract::merge_dataset_shards(shards, vm["out"].as<std::string>(), merge);
     if (vm["json"].as<bool>()) {
         print_json(boost::json::object{{"dir", r.dir.string()},
-                                       {"manifest", (r.dir / extract::kManifestName).string()},
+                                       {"manifest", (r.dir / record::kManifestName).string()},
                                        {"shards", r.shards},
                                        {"samples", r.samples},
                                        {"rows", r.rows},

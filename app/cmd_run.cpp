@@ -110,7 +110,7 @@ int run_run(const std::vector<std::string>& args) {
 
     // What it writes, before any work: nothing there yet, or what it may replace.
     if (vm.count("trace")) check_output_file("--trace", config.tracing.path);
-    extract::check_run_outputs(config, false);
+    record::check_run_outputs(config, false);
     if (config.attribute) return run_attribute_config(config, vm.count("trace") > 0 || vm.count("experiment") > 0);
 
     // With experiments the run happens in a supervised worker (run_pipeline.hpp), which

@@ -67,7 +67,7 @@ json::object token_json(const tokenizer::Tokenizer& tok, const tokenizer::Token&
         o["piece"] = piece;
     } else {
         o["piece"] = nullptr;  // part of a UTF-8 character (or invalid input bytes): see piece_hex
-        o["piece_hex"] = extract::hex(piece);
+        o["piece_hex"] = record::hex(piece);
     }
     o["start"] = t.start;
     o["end"] = t.end;
@@ -175,7 +175,7 @@ int run_tokenize(const std::vector<std::string>& args) {
         chat_tokens.owners = chat::token_messages(tokens, prompt->origins);
     } else if (given_ids) {
         // The ids as they are: each checked against the vocabulary, the text their pieces joined.
-        extract::EncodedPrompt encoded = extract::encode_ids(tok, prompt_ids, "--prompt-ids");
+        runtime::EncodedPrompt encoded = runtime::encode_ids(tok, prompt_ids, "--prompt-ids");
         tokens = std::move(encoded.tokens);
         text = std::move(encoded.text);
         encode_options.add_bos = false;

@@ -23,10 +23,10 @@ int run_verify(const std::vector<std::string>& args) {
     if (!parse_options("verify", args, options, positional, vm)) return kExitOk;
     if (!vm.count("dir")) throw UsageError("usage: ember verify DIR");
     const std::string dir = vm["dir"].as<std::string>();
-    const extract::VerifyReport report = extract::verify_run_directory(dir);
+    const record::VerifyReport report = record::verify_run_directory(dir);
 
     if (vm["json"].as<bool>()) {
-        auto list = [](const std::vector<extract::VerifyProblem>& items) {
+        auto list = [](const std::vector<record::VerifyProblem>& items) {
             boost::json::array out;
             for (const auto& p : items) out.push_back({{"file", p.file}, {"message", p.message}});
             return out;

@@ -50,8 +50,8 @@ int run_vocab(const std::vector<std::string>& args) {
             const std::string piece = tok.piece(id, true);
             tokens.push_back({{"id", id},
                               {"type", type_name(tok.token_type(id))},
-                              {"piece", extract::piece_text(piece)},
-                              {"piece_hex", extract::hex(piece)}});
+                              {"piece", record::piece_text(piece)},
+                              {"piece_hex", record::hex(piece)}});
         }
         fmt::memory_buffer out;
         const std::string text = boost::json::serialize(tokens);

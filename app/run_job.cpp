@@ -64,7 +64,7 @@ struct ReportParts {
     const RunOutcome& outcome;
     const std::string& prompt;
     const std::vector<std::int32_t>& generated;  // the tokens chosen so far
-    const extract::EncodedPrompt* encoded = nullptr;  // the prompt as first encoded
+    const runtime::EncodedPrompt* encoded = nullptr;  // the prompt as first encoded
     const runtime::GenerationResult* result = nullptr;
     const std::string* error = nullptr;
     bool hooks_active = false;
@@ -89,7 +89,7 @@ json::object report_json(const ReportParts& p, const experiments::RunnerSnapshot
     json::object prompt{{"text", valid_utf8(p.prompt)}, {"tokens", json::value_from(p.outcome.prompt_tokens)}};
     if (p.encoded && p.encoded->chat) {  // a conversation: its provenance and each token's message
         prompt["chat"] = *p.encoded->chat;
-        prompt["token_messages"] = extract::token_messages_json(*p.encoded);
+        prompt["token_messages"] = runtime::token_messages_json(*p.encoded);
     }
     json::object generated{{"tokens", json::value_from(p.result ? p.result->tokens : p.generated)}};
     add_text(generated, p.model.tokenizer, p.result ? p.result->tokens : p.generated);
@@ -221,10 +221,10 @@ private:
         outcome_.run_id = options_.run_id.empty() ? make_run_id() : options_.run_id;
         outcome_.route = config_.model.route;
         outcome_.config_hash = config_hash_;
-        outcome_.threads = extract::effective_threads(config_.model.threads);
+        outcome_.threads = runtime::effective_threads(config_.model.threads);
         // Hashed before they are read: a change while the run reads them fails it (check_inputs).
-        inputs_ = extract::collect_inputs(config_, model_.sha256, model_.file.mapping()->state());
-        encoded_ = extract::encode_run_prompt(model_, config_.prompt);  // a text, or a conversation rendered
+        inputs_ = record::collect_inputs(config_, model_.sha256, model_.file.mapping()->state());
+        encoded_ = runtime::encode_run_prompt(model_, config_.prompt);  // a text, or a conversation rendered
         prompt_ = encoded_.text;  // an experiment may rewrite it (before_prefill)
         outcome_.prompt_tokens = encoded_.ids;
         // The SAEs are loaded and checked against the model before anything is written; each
@@ -241,7 +241,7 @@ private:
         }
         for (std::size_t i = 0; i < saes_.size(); ++i)
             for (const features::SaeInput& file : saes_[i].inputs) {
-                extract::InputFile input = extract::input_file("sae", file.path);
+                record::InputFile input = record::input_file("sae", file.path);
                 input.key = fmt::format("saes[{}]", i);
                 inputs_.push_back(std::move(input));
             }
@@ -258,9 +258,9 @@ private:
         if (!options_.record) return;
         std::function<std::optional<std::string>(const fs::path&)> not_needed;
         if (options_.skip_if_current)
-            not_needed = [this](const fs::path&) { return extract::current_result(config_, config_hash_); };
+            not_needed = [this](const fs::path&) { return record::current_result(config_, config_hash_); };
         directory_.emplace(config_.output.dir,
-                           extract::RunDirectoryOptions{config_.output.overwrite || options_.overwrite,
+                           record::RunDirectoryOptions{config_.output.overwrite || options_.overwrite,
                                                         fmt::format("run {}", outcome_.run_id), not_needed, {}});
         outcome_.report = config_.output.dir / "run.json";
         parts_.replaced_run_id = directory_->replaced_run_id();
@@ -269,7 +269,7 @@ private:
     // The journal, the experiments (created, on_model_loaded) and the session.
     void load() {
         experiments::RunInfo info = run_info();
-        inputs_record_ = extract::inputs_json(inputs_);
+        inputs_record_ = record::inputs_json(inputs_);
         parts_.failed_during = "setup";
         session_options_.route = *runtime::route_from_name(config_.model.route);     // the parser checked the name
         session_options_.kv_type = *kernels::kv_type_from_name(config_.model.kv_type);  // so did it this one
@@ -342,7 +342,7 @@ private:
         }
         snapshot_ = runner_ ? runner_->snapshot() : no_experiments();
         outcome_.experiment_failures = snapshot_.failures;
-        extract::add_read_inputs(inputs_record_, snapshot_);
+        record::add_read_inputs(inputs_record_, snapshot_);
     }
 
     // The before_prefill round: a rewritten prompt is tokenized now (everything after it
@@ -357,7 +357,7 @@ private:
             outcome_.lifecycle.original_prompt = prompt_;
             outcome_.lifecycle.prompt = rewrite->text;
             prompt_ = rewrite->text;
-            encoded_ = extract::encode_prompt(model_.tokenizer, prompt_, config_.prompt.add_bos);
+            encoded_ = runtime::encode_prompt(model_.tokenizer, prompt_, config_.prompt.add_bos);
             outcome_.prompt_tokens = encoded_.ids;
             runner_->set_prompt_tokens({encoded_.ids.begin(), encoded_.ids.end()});
             runner_->set_prompt(encoded_.text, {encoded_.ids.begin(), encoded_.ids.end()}, token_spans(encoded_));
@@ -374,7 +374,7 @@ private:
     // the run fails it, naming the file).
     void check_inputs() {
         parts_.failed_during = "inputs";
-        extract::check_inputs_unchanged(inputs_, model_.file.mapping());
+        record::check_inputs_unchanged(inputs_, model_.file.mapping());
     }
 
     // The extraction's arrays, then run.json, then the manifest listing every file.
@@ -410,7 +410,7 @@ private:
 
     RunOutcome report() {
         for (const auto& f : directory_->files()) outcome_.arrays += f.name.ends_with(".npy");
-        outcome_.manifest = config_.output.dir / extract::kManifestName;
+        outcome_.manifest = config_.output.dir / record::kManifestName;
         return std::move(outcome_);
     }
 
@@ -487,7 +487,7 @@ private:
         return spliced;
     }
 
-    static std::vector<ember_token_span> token_spans(const extract::EncodedPrompt& encoded) {
+    static std::vector<ember_token_span> token_spans(const runtime::EncodedPrompt& encoded) {
         std::vector<ember_token_span> spans;
         for (const tokenizer::Token& t : encoded.tokens) spans.push_back({t.start, t.end});
         return spans;
@@ -513,12 +513,12 @@ private:
 
     RunOutcome outcome_;
     std::string prompt_;
-    extract::EncodedPrompt encoded_;
+    runtime::EncodedPrompt encoded_;
     std::optional<extract::Extractor> extractor_;
-    std::vector<extract::InputFile> inputs_;
+    std::vector<record::InputFile> inputs_;
     std::vector<features::Sae> saes_;
     json::array inputs_record_;
-    std::optional<extract::RunDirectoryWriter> directory_;
+    std::optional<record::RunDirectoryWriter> directory_;
     runtime::SessionOptions session_options_;
     std::optional<trace::Journal> journal_;
     std::unique_ptr<experiments::ExperimentRunner> runner_;

@@ -88,8 +88,8 @@ struct RunOptions {
     kernels::OpObserver* observer = nullptr;
     bool overwrite = false;  // replace an earlier run in the output directory (as [output] overwrite)
     // With the directory locked: when it holds a current result of this config (verified,
-    // same config hash, same input digests; extract::current_result), throw
-    // extract::RunNotNeeded instead of running (a sweep; another sweep made it meanwhile).
+    // same config hash, same input digests; record::current_result), throw
+    // record::RunNotNeeded instead of running (a sweep; another sweep made it meanwhile).
     bool skip_if_current = false;
     // false: no output directory, run.json or manifest (ember generate, which prints only).
     bool record = true;

@@ -326,10 +326,10 @@ void remove_leftovers(const config::RunConfig& config, pid_t pid) {
 void write_crash_report(const config::RunConfig& config, const LoadedModel& model, const std::string& run_id,
                         const Crash& crash, const experiments::StageRecord& record, const WorkerEnd& end,
                         double total_ms, bool overwrite) {
-    const std::string held = extract::recorded_run_id(config.output.dir);
+    const std::string held = record::recorded_run_id(config.output.dir);
     if (!held.empty() && held != run_id && !overwrite && !config.output.overwrite)
         throw Error(fmt::format("{} holds run {}, which this run was not to replace", config.output.dir.string(), held));
-    extract::RunDirectoryWriter directory(config.output.dir, {true, fmt::format("run {} (its crash record)", run_id), {}, {}});
+    record::RunDirectoryWriter directory(config.output.dir, {true, fmt::format("run {} (its crash record)", run_id), {}, {}});
     const json::object report{
         {"schema_version", 1},
         {"kind", "ember.run"},
@@ -360,11 +360,11 @@ void write_crash_report(const config::RunConfig& config, const LoadedModel& mode
 void write_dataset_record(const config::RunConfig& config, const LoadedModel& model, const std::string& outcome,
                           const std::string& error, json::value crash, const experiments::StageRecord& record,
                           double total_ms, bool overwrite) {
-    extract::RunDirectoryOptions options;
+    record::RunDirectoryOptions options;
     options.overwrite = overwrite || config.output.overwrite;
     options.holder = "ember extract --dataset (its failure record)";
     options.resumable = extract::dataset_run_resumable;
-    extract::RunDirectoryWriter directory(config.output.dir, options);
+    record::RunDirectoryWriter directory(config.output.dir, options);
     const json::object report{
         {"schema_version", 1},
         {"kind", extract::kDatasetFailureKind},
@@ -392,7 +392,7 @@ void write_dataset_record(const config::RunConfig& config, const LoadedModel& mo
 void throw_common(const WorkerMessage& final) {
     const std::string message(final.body.at("message").as_string());
     if (final.kind == "in_use") throw DirectoryInUse(message);
-    if (final.kind == "not_needed") throw extract::RunNotNeeded(message);
+    if (final.kind == "not_needed") throw record::RunNotNeeded(message);
     if (final.kind == "refused") throw Error(message);
 }
 

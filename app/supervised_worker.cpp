@@ -118,7 +118,7 @@ void run_worker() {
         control.end("done", run_job_here(*input, shared->record(), control));
     } catch (const DirectoryInUse& e) {
         control.end("in_use", json::object{{"message", e.what()}});
-    } catch (const extract::RunNotNeeded& e) {
+    } catch (const record::RunNotNeeded& e) {
         control.end("not_needed", json::object{{"message", e.what()}});
     } catch (const std::exception& e) {
         control.end("failed", json::object{{"message", e.what()}});

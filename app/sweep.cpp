@@ -87,7 +87,7 @@ Planned plan(const SweepInput& input, const std::optional<fs::path>& defaults, b
         config::LoadOptions load;
         load.defaults_file = defaults;
         p.config = input.expanded ? *input.expanded : config::load_run_config(input.config, load);
-        extract::check_run_outputs(*p.config, true);  // a sweep replaces stale results: up front, as a failed run
+        record::check_run_outputs(*p.config, true);  // a sweep replaces stale results: up front, as a failed run
     } catch (const std::exception& e) {
         p.run.error = e.what();
         return p;
@@ -96,7 +96,7 @@ Planned plan(const SweepInput& input, const std::optional<fs::path>& defaults, b
     p.run.config_hash = config::config_hash(*p.config);
     p.run.output_dir = p.config->output.dir;
     if (!force) {
-        if (auto reason = extract::current_result(*p.config, p.run.config_hash)) {
+        if (auto reason = record::current_result(*p.config, p.run.config_hash)) {
             p.run.outcome = SweepOutcome::Skipped;
             p.run.error = *reason;
         }
@@ -149,7 +149,7 @@ void run_one(Planned& p, ModelCache& models, bool force) {
             }
             p.run.outcome = SweepOutcome::Ok;
             p.run.error.clear();
-        } catch (const extract::RunNotNeeded& e) {
+        } catch (const record::RunNotNeeded& e) {
             p.run.outcome = SweepOutcome::Skipped;
             p.run.error = e.what();
         } catch (const DirectoryInUse& e) {  // another process (another sweep) is making it
@@ -180,7 +180,7 @@ std::string csv_field(const std::string& text) {
 // there is no result.
 void read_dataset_result(Planned& p) {
     const fs::path dir = p.config->output.dir;
-    const fs::path manifest = dir / extract::kManifestName;
+    const fs::path manifest = dir / record::kManifestName;
     if (p.run.outcome != SweepOutcome::Skipped) {
         p.run.outcome = SweepOutcome::Failed;
         p.run.error = fs::exists(manifest)
@@ -358,7 +358,7 @@ std::size_t merge_sweep_datasets(const std::vector<SweepInput>& inputs, const st
             ++failed;
             continue;
         }
-        if (extract::current_result(m.unsharded, config::config_hash(m.unsharded))) {
+        if (record::current_result(m.unsharded, config::config_hash(m.unsharded))) {
             fmt::print(stderr, "ember sweep: {} holds the merged shards already\n", out.string());
             continue;
         }
@@ -418,7 +418,7 @@ std::vector<SweepRun> execute_sweep(const std::vector<SweepInput>& inputs, const
             Planned& p = planned[i];
             // Checked again when its turn comes: an earlier run of this sweep may have
             // changed one of its inputs (a patch source captured again).
-            if (p.config && p.run.outcome == SweepOutcome::Skipped && !extract::current_result(*p.config, p.run.config_hash)) {
+            if (p.config && p.run.outcome == SweepOutcome::Skipped && !record::current_result(*p.config, p.run.config_hash)) {
                 p.run.outcome = SweepOutcome::Failed;
                 p.run.error.clear();
             }

@@ -79,7 +79,7 @@ std::vector<SweepInput> expand_configs(const std::vector<std::string>& arguments
 std::vector<DatasetMerge> dataset_merges(const std::vector<SweepInput>& inputs);
 
 // After a whole sweep: every dataset run whose shards all finished (ok or skipped) and
-// whose merged result is not current (extract::current_result) is merged into its
+// whose merged result is not current (record::current_result) is merged into its
 // output.dir (ember merge, replacing a stale one). One line a dataset on stderr; the
 // number of merges that failed or could not be made (a shard failed).
 std::size_t merge_sweep_datasets(const std::vector<SweepInput>& inputs, const std::vector<SweepRun>& runs);

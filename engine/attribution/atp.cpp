@@ -226,8 +226,8 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b) {
 
 CorruptPrompt aligned_corrupt_prompt(const tokenizer::Tokenizer& tok, const AttributeRequest& r, std::size_t prompt_tokens,
                                      const extract::Selection& selection) {
-    CorruptPrompt corrupt{r.corrupt_ids ? extract::encode_ids(tok, *r.corrupt_ids, "--corrupt-ids")
-                                        : extract::encode_prompt(tok, *r.corrupt, r.add_bos, r.special),
+    CorruptPrompt corrupt{r.corrupt_ids ? runtime::encode_ids(tok, *r.corrupt_ids, "--corrupt-ids")
+                                        : runtime::encode_prompt(tok, *r.corrupt, r.add_bos, r.special),
                           {}};
     if (!r.corrupt_select) {
         if (corrupt.encoded.ids.size() != prompt_tokens)
@@ -257,7 +257,7 @@ CorruptPrompt aligned_corrupt_prompt(const tokenizer::Tokenizer& tok, const Attr
     return corrupt;
 }
 
-json::value write_attribution_patching(extract::RunDirectoryWriter& writer, const std::string& prefix,
+json::value write_attribution_patching(record::RunDirectoryWriter& writer, const std::string& prefix,
                                        const runtime::LoadedModel& model, const GradientModel& gm,
                                        const AttributeRequest& r, const std::vector<Continuation>& runs,
                                        const CorruptPrompt& corrupt, const SiteArrays& arrays,
@@ -306,7 +306,7 @@ json::value write_attribution_patching(extract::RunDirectoryWriter& writer, cons
                 units.push_back(unit);
             }
         }
-        const extract::FileRecord f = writer.write_npy_f32(prefix + a.file_stem() + ".atp.npy", estimates.data(), {positions.size(), per});
+        const record::FileRecord f = writer.write_npy_f32(prefix + a.file_stem() + ".atp.npy", estimates.data(), {positions.size(), per});
         files.push_back({{"file", f.name},
                          {"kind", "atp_estimate"},
                          {"stage", hooks::stage_name(a.stage)},
@@ -351,7 +351,7 @@ json::value write_attribution_patching(extract::RunDirectoryWriter& writer, cons
         if (u.effect) line["effect"] = *u.effect;
         lines += json::serialize(line) + "\n";
     }
-    const extract::FileRecord table = writer.write_text(prefix + "attribution.jsonl", lines);
+    const record::FileRecord table = writer.write_text(prefix + "attribution.jsonl", lines);
     const double rho = spearman(verified_estimates, verified_effects);
     return json::object{
         {"method", r.integrated_gradients ? "ig" : "atp"},

@@ -38,7 +38,7 @@ CorruptPrompt aligned_corrupt_prompt(const tokenizer::Tokenizer& tok, const Attr
 // Writes STAGE.layerN.atp.npy and attribution.jsonl (each name starting with `prefix`).
 // `clean_tensors`: with --method ig, the clean run's whole tensor at every chosen site
 // (SiteArrays::keep_tensor). Returns the manifest's "attribution_patching".
-boost::json::value write_attribution_patching(extract::RunDirectoryWriter& writer, const std::string& prefix,
+boost::json::value write_attribution_patching(record::RunDirectoryWriter& writer, const std::string& prefix,
                                               const runtime::LoadedModel& model, const GradientModel& gm,
                                               const AttributeRequest& request, const std::vector<Continuation>& runs,
                                               const CorruptPrompt& corrupt, const SiteArrays& arrays,

@@ -42,7 +42,7 @@ Continuation split_continuation(const tokenizer::Tokenizer& tok, const Attribute
         c.prompt_tokens = t.prompt_tokens;
         return c;
     }
-    c.evaluated = extract::encode_prompt(tok, r.prompt + target, r.add_bos, r.special);
+    c.evaluated = runtime::encode_prompt(tok, r.prompt + target, r.add_bos, r.special);
     const std::size_t end = r.prompt.size();
     for (const tokenizer::Token& t : c.evaluated.tokens) {
         if (t.start < end && t.end > end)
@@ -74,9 +74,9 @@ void require_one_token(const Continuation& c, const std::string& target, const c
 
 }  // namespace
 
-extract::EncodedPrompt request_prompt(const tokenizer::Tokenizer& tok, const AttributeRequest& r) {
-    if (r.ids) return extract::encode_ids(tok, *r.ids, "--ids");
-    extract::EncodedPrompt p;
+runtime::EncodedPrompt request_prompt(const tokenizer::Tokenizer& tok, const AttributeRequest& r) {
+    if (r.ids) return runtime::encode_ids(tok, *r.ids, "--ids");
+    runtime::EncodedPrompt p;
     p.text = r.prompt;
     return p;
 }
@@ -145,7 +145,7 @@ PreparedAttribution prepare_attribution(const runtime::LoadedModel& model, const
     return p;
 }
 
-json::object write_attribution(extract::RunDirectoryWriter& writer, const std::string& prefix,
+json::object write_attribution(record::RunDirectoryWriter& writer, const std::string& prefix,
                                const runtime::LoadedModel& model, const GradientModel& gm, const AttributeRequest& r,
                                const PreparedAttribution& p, AttributeResult& result) {
     const models::ModelConfig& c = gm.config();
@@ -199,8 +199,8 @@ json::object write_attribution(extract::RunDirectoryWriter& writer, const std::s
     result.prompt_tokens = first.prompt_tokens;
     result.evaluated_tokens = first.evaluated.ids.size();
     return {
-        {"tokenizer", extract::tokenizer_record(model.tokenizer, [&] {
-             extract::EncodedPrompt prompt = first.evaluated;  // the prompt's own tokens
+        {"tokenizer", record::tokenizer_record(model.tokenizer, [&] {
+             runtime::EncodedPrompt prompt = first.evaluated;  // the prompt's own tokens
              prompt.text = request_prompt(model.tokenizer, r).text;
              prompt.tokens.resize(first.prompt_tokens);
              prompt.ids.resize(first.prompt_tokens);
@@ -221,13 +221,13 @@ json::object write_attribution(extract::RunDirectoryWriter& writer, const std::s
 json::object manifest_head(const runtime::LoadedModel& model, const AttributeRequest& r, std::string_view kind,
                            std::string_view layout) {
     json::object head{
-        {"schema_version", extract::kManifestSchemaVersion},
+        {"schema_version", record::kManifestSchemaVersion},
         {"kind", kind},
         {"run_id", nullptr},  // a configured run's (run_record), null from the command line as ember extract's
         {"layout", layout},
         {"dtype", "float32"},
         {"output_format", {{"format", "npy"}, {"version", "1.0"}, {"order", "C"}, {"byte_order", "little"}}},
-        {"model", extract::model_record(model.path, model.file, model.model->config(), model.sha256)},
+        {"model", record::model_record(model.path, model.file, model.model->config(), model.sha256)},
         {"backend", {{"route", "reference"}, {"variant", "gradient-reference"}, {"threads", r.threads}}},
         {"route", "reference"},
         {"request", r.request_record},
@@ -238,7 +238,7 @@ json::object manifest_head(const runtime::LoadedModel& model, const AttributeReq
 
 AttributeResult run_attribution(const runtime::LoadedModel& model, const GradientModel& gm, const AttributeRequest& r) {
     const PreparedAttribution prepared = prepare_attribution(model, gm, r);  // before anything is written
-    extract::RunDirectoryWriter writer(r.output.dir, {r.output.overwrite, "ember attribute", {}, {}});
+    record::RunDirectoryWriter writer(r.output.dir, {r.output.overwrite, "ember attribute", {}, {}});
     AttributeResult result;
     json::object manifest = manifest_head(
         model, r, "ember.attribution",
@@ -249,7 +249,7 @@ AttributeResult run_attribution(const runtime::LoadedModel& model, const Gradien
     manifest["timing"] = {{"forward_ms", result.forward_ms}, {"backward_ms", result.backward_ms}};
     writer.commit(std::move(manifest));
     result.dir = writer.output_dir();
-    for (const extract::FileRecord& f : writer.files()) result.arrays += f.name.ends_with(".npy");
+    for (const record::FileRecord& f : writer.files()) result.arrays += f.name.ends_with(".npy");
     return result;
 }
 

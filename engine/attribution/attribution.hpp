@@ -74,7 +74,7 @@ struct AttributeResult {
 
 // One evaluation the metric is read from: the prompt's tokens followed by a target's.
 struct Continuation {
-    extract::EncodedPrompt evaluated;  // prompt + target, as tokenized together
+    runtime::EncodedPrompt evaluated;  // prompt + target, as tokenized together
     std::size_t prompt_tokens = 0;     // the first rows: the prompt's own tokens
     double sign = 1.0;                 // +1, or -1 for logit-diff's contrast with several tokens
     Metric metric;
@@ -82,7 +82,7 @@ struct Continuation {
 
 // The prompt as `request` gives it: its text (an ids prompt: the ids' pieces joined, each
 // token's span its piece, ember::Error naming an id outside the vocabulary by its index).
-extract::EncodedPrompt request_prompt(const tokenizer::Tokenizer& tok, const AttributeRequest& request);
+runtime::EncodedPrompt request_prompt(const tokenizer::Tokenizer& tok, const AttributeRequest& request);
 
 // The evaluations `request` needs, checked: a target that tokenizes to nothing, a token
 // straddling the prompt's end, a one-token metric given a longer target, a contrast
@@ -92,7 +92,7 @@ std::vector<Continuation> continuations(const tokenizer::Tokenizer& tok, const A
 // The corrupted prompt of attribution patching and, per selected clean position, the row of
 // it patched there.
 struct CorruptPrompt {
-    extract::EncodedPrompt encoded;
+    runtime::EncodedPrompt encoded;
     std::vector<std::size_t> positions;  // parallel to the selection's positions
 };
 
@@ -109,7 +109,7 @@ PreparedAttribution prepare_attribution(const runtime::LoadedModel& model, const
 // One prompt's attribution written into `writer`, every file name starting with `prefix`
 // ("" for a run of its own, "sample3." in a dataset run); adds to `result`'s numbers and
 // returns the manifest's members for it: tokenizer, metric, tensors, attribution_patching.
-boost::json::object write_attribution(extract::RunDirectoryWriter& writer, const std::string& prefix,
+boost::json::object write_attribution(record::RunDirectoryWriter& writer, const std::string& prefix,
                                       const runtime::LoadedModel& model, const GradientModel& gradient_model,
                                       const AttributeRequest& request, const PreparedAttribution& prepared,
                                       AttributeResult& result);

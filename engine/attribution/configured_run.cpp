@@ -22,7 +22,7 @@ json::object run_record(const runtime::LoadedModel& model, const config::RunConf
     return {{"run_id", run_id.empty() ? json::value(nullptr) : json::value(run_id)},
             {"config_hash", config::config_hash(config)},
             {"config", config::to_json(config)},
-            {"inputs", extract::inputs_json(extract::collect_inputs(config, model.sha256, model.file.mapping()->state()))}};
+            {"inputs", record::inputs_json(record::collect_inputs(config, model.sha256, model.file.mapping()->state()))}};
 }
 
 std::size_t prompt_tokens_of(const json::object& record) {
@@ -57,11 +57,11 @@ AttributeRequest request_from_config(const config::RunConfig& config, std::size_
 ConfiguredAttribution run_configured_attribution(const runtime::LoadedModel& model, const config::RunConfig& config,
                                                  const ConfiguredOptions& options) {
     const GradientModel gm(model.file, model.model->config());
-    AttributeRequest base = request_from_config(config, extract::effective_threads(config.model.threads));
+    AttributeRequest base = request_from_config(config, runtime::effective_threads(config.model.threads));
     base.output.overwrite = base.output.overwrite || options.overwrite;
     base.run_record = run_record(model, config, options.run_id);
     if (config.dataset.path) return run_dataset_attribution(model, gm, config, std::move(base), options);
-    if (!base.ids) base.prompt = extract::read_prompt(config.prompt);
+    if (!base.ids) base.prompt = runtime::read_prompt(config.prompt);
     check_pairing(base);
     const AttributeResult r = run_attribution(model, gm, base);
     return {r.dir, options.run_id, 1, 0, r.prompt_tokens, r.arrays, r.metric, r.forward_ms, r.backward_ms};

@@ -90,7 +90,7 @@ std::string read_text(const fs::path& path) {
 // The progress record of an unfinished attribution dataset run in `dir`, if any.
 std::optional<json::object> progress_record(const fs::path& dir) {
     std::error_code ec;
-    if (fs::exists(dir / extract::kManifestName, ec) || !fs::exists(dir / extract::kProgressName, ec)) return std::nullopt;
+    if (fs::exists(dir / record::kManifestName, ec) || !fs::exists(dir / extract::kProgressName, ec)) return std::nullopt;
     try {
         json::value v = parse_strict_json(read_text(dir / extract::kProgressName), extract::kProgressName);
         const json::value* kind = v.is_object() ? v.as_object().if_contains("kind") : nullptr;
@@ -174,7 +174,7 @@ ConfiguredAttribution run_dataset_attribution(const runtime::LoadedModel& model,
     const std::vector<Prepared> samples = prepare_samples(model, gm, config, base);
     const std::string run_key = sha256_hex(config::canonical_json(config) + info.sha256 + model.sha256);
 
-    extract::RunDirectoryWriter writer(base.output.dir, {base.output.overwrite, "ember run (attribute)", {}, resumable});
+    record::RunDirectoryWriter writer(base.output.dir, {base.output.overwrite, "ember run (attribute)", {}, resumable});
     const fs::path dir = writer.dir();
     const std::optional<Progress> resumed = read_progress(dir, run_key);
     if (!resumed) remove_unfinished_run(dir);
@@ -183,7 +183,7 @@ ConfiguredAttribution run_dataset_attribution(const runtime::LoadedModel& model,
                                                                 "to start over", (dir / extract::kProgressName).string()));
     // The run id is the interrupted run's: one run, continued.
     base.run_record["run_id"] = point.run_id.empty() ? json::value(nullptr) : json::value(point.run_id);
-    extract::PartialFile records(dir / kRecordsName, resumed ? std::optional<std::uint64_t>(point.records) : std::nullopt);
+    record::PartialFile records(dir / kRecordsName, resumed ? std::optional<std::uint64_t>(point.records) : std::nullopt);
     if (!resumed) write_progress(dir, run_key, point);  // a fresh run's first resume point
 
     ConfiguredAttribution out;

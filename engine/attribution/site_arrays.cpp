@@ -93,7 +93,7 @@ void SiteArrays::keep_tensor(const Site& site, std::vector<Matrix>& tensors) con
     tensors[*i] = {t.rows, t.cols, std::vector<float>(t.data, t.data + t.rows * t.cols)};
 }
 
-json::array SiteArrays::write(extract::RunDirectoryWriter& writer, const std::string& prefix, std::string_view metric,
+json::array SiteArrays::write(record::RunDirectoryWriter& writer, const std::string& prefix, std::string_view metric,
                               double value) const {
     json::array entries;
     const std::size_t n = selection_.positions.size();
@@ -102,7 +102,7 @@ json::array SiteArrays::write(extract::RunDirectoryWriter& writer, const std::st
         for (const bool gradient : {true, false}) {
             const std::vector<float>& values = gradient ? a.gradient : a.activation;
             const std::string name = prefix + a.file_stem() + (gradient ? ".grad.npy" : ".npy");
-            const extract::FileRecord file = writer.write_npy_f32(name, values.data(), shape);
+            const record::FileRecord file = writer.write_npy_f32(name, values.data(), shape);
             json::object e{
                 {"file", file.name},
                 {"kind", gradient ? "gradient" : "activation"},
@@ -118,7 +118,7 @@ json::array SiteArrays::write(extract::RunDirectoryWriter& writer, const std::st
                 {"columns", a.stage == Stage::AttentionPattern ? "the prompt's positions 0 .. n_tokens - 1 (0 where masked)"
                             : a.stage == Stage::SaeFeatures    ? "the SAE's features (d_sae)"
                                                                : "the stage's features"},
-                {"values_sha256", extract::values_sha256(values)},
+                {"values_sha256", record::values_sha256(values)},
             };
             if (a.stage == Stage::AttentionPattern) e["layout"] = "[positions, n_head, n_kv]";
             if (gradient) {

@@ -60,7 +60,7 @@ public:
 
     // Writes both arrays of every site, each file name starting with `prefix`; returns their
     // manifest entries.
-    boost::json::array write(extract::RunDirectoryWriter& writer, const std::string& prefix, std::string_view metric,
+    boost::json::array write(record::RunDirectoryWriter& writer, const std::string& prefix, std::string_view metric,
                              double value) const;
 
     const std::vector<SiteArray>& arrays() const { return arrays_; }

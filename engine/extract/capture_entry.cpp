@@ -22,7 +22,7 @@ std::string capture_file_name(const Capture& c) {
     return name + ".npy";
 }
 
-json::object tensor_entry(const Capture& c, const FileRecord& file) {
+json::object tensor_entry(const Capture& c, const record::FileRecord& file) {
     json::object entry{
         {"file", file.name},
         {"stage", hooks::stage_name(c.stage)},
@@ -37,7 +37,7 @@ json::object tensor_entry(const Capture& c, const FileRecord& file) {
         {"columns", c.stage == hooks::Stage::AttentionPattern
                         ? "prompt positions 0 .. n_tokens - 1: the post-softmax weight of each (0 where masked)"
                         : column_meaning(c.stage)},
-        {"values_sha256", values_sha256(c.values)},
+        {"values_sha256", record::values_sha256(c.values)},
     };
     if (c.stage == hooks::Stage::AttentionPattern) entry["layout"] = "[positions, n_head, n_kv]";
     return entry;

@@ -13,7 +13,7 @@ namespace ember::extract {
 
 // One array of the run directory: file, stage, layer, phase, positions, shape, dtype,
 // what rows and columns mean, and the SHA-256 of its values (the data without the header).
-boost::json::object tensor_entry(const Capture& capture, const FileRecord& file);
+boost::json::object tensor_entry(const Capture& capture, const record::FileRecord& file);
 
 // STAGE.layerN.npy for layer stages, STAGE.npy for the logits stages.
 std::string capture_file_name(const Capture& capture);

@@ -37,7 +37,7 @@ class ChatTemplateCache {
 public:
     ChatTemplateCache(const LoadedModel& model, const config::PromptSection& prompt) : model_(model), prompt_(prompt) {}
     const chat::LoadedTemplate& get() {
-        if (!template_) template_ = load_run_template(model_, prompt_);
+        if (!template_) template_ = runtime::load_run_template(model_, prompt_);
         return *template_;
     }
 
@@ -69,10 +69,10 @@ struct Request {
 
 // A conversation's sample: rendered (the dataset's defaults under the line's own
 // variables), prompt and target tokenized as one text; sample.text becomes the rendering.
-EncodedPrompt encode_chat_sample(const Request& r, Sample& sample) {
+runtime::EncodedPrompt encode_chat_sample(const Request& r, Sample& sample) {
     json::object vars = r.chat_defaults ? *r.chat_defaults : json::object{};
     for (const auto& [key, value] : *sample.chat) vars[key] = value;
-    EncodedPrompt p = encode_chat_prompt(r.model, r.chat_template->get(), std::move(vars), sample.target.value_or(""));
+    runtime::EncodedPrompt p = runtime::encode_chat_prompt(r.model, r.chat_template->get(), std::move(vars), sample.target.value_or(""));
     sample.text = std::string(p.chat->at("rendered").as_string());
     return p;
 }
@@ -82,7 +82,7 @@ Prepared prepare(const Request& r, Sample sample, const std::filesystem::path& f
     const std::string name = sample_name(sample, file);
     // A conversation is rendered (its target appended to the rendering), a text is the
     // text and its target; either is tokenized as one text and split at the prompt's end.
-    EncodedPrompt evaluated;
+    runtime::EncodedPrompt evaluated;
     if (sample.chat) {
         try {
             evaluated = encode_chat_sample(r, sample);
@@ -90,7 +90,7 @@ Prepared prepare(const Request& r, Sample sample, const std::filesystem::path& f
             throw Error(fmt::format("{}: {}", name, e.what()));
         }
     } else {
-        evaluated = encode_prompt(r.model.tokenizer, sample.text + sample.target.value_or(""), r.add_bos, r.special);
+        evaluated = runtime::encode_prompt(r.model.tokenizer, sample.text + sample.target.value_or(""), r.add_bos, r.special);
     }
     if (sample.target) {
         TargetTokens t = split_target(std::move(evaluated), sample.text.size(), *sample.target, name);
@@ -186,7 +186,7 @@ json::object dataset_manifest_arrays(DatasetOutputs& out, const Selection& s, co
     json::array lens_layers;
     for (std::size_t i = 0; i < out.plans().size(); ++i) {
         const ArrayPlan& plan = out.plans()[i];
-        const NpyAppender& a = out.array(i);
+        const record::NpyAppender& a = out.array(i);
         const json::value shape = json::value_from(a.shape());
         switch (plan.source) {
             case ArrayPlan::Source::Stage:
@@ -244,7 +244,7 @@ json::object dataset_manifest_arrays(DatasetOutputs& out, const Selection& s, co
                                   {"pieces", "rows.jsonl: logit_lens_pieces"},
                                   {"layers", std::move(lens_layers)}};
     }
-    if (NpyAppender* t = out.targets_npy()) {
+    if (record::NpyAppender* t = out.targets_npy()) {
         manifest["targets"] = {{"file", "targets.npy"},
                                {"shape", json::array{t->rows()}},
                                {"dtype", "float64"},
@@ -272,7 +272,7 @@ bool holds_dataset_failure_record(const std::filesystem::path& dir) {
 
 bool dataset_run_resumable(const std::filesystem::path& dir) {
     namespace fs = std::filesystem;
-    if (fs::exists(dir / kManifestName)) return false;
+    if (fs::exists(dir / record::kManifestName)) return false;
     return fs::exists(dir / kProgressName) || fs::exists(dir / "samples.jsonl") || holds_dataset_failure_record(dir);
 }
 
@@ -303,7 +303,7 @@ DatasetSettings checked_settings(const LoadedModel& model, const config::RunConf
     if (config.tracing.enabled) throw Error("a dataset run has no trace journal yet: leave tracing off");
     if (config.output.logits == config::LogitsDump::Last || config.output.logits == config::LogitsDump::All)
         throw Error("a dataset run writes the logits of the selected rows: output.logits must be none or selected");
-    s.threads = effective_threads(config.model.threads);
+    s.threads = runtime::effective_threads(config.model.threads);
     s.batch_tokens = config.dataset.batch_tokens ? config.dataset.batch_tokens : config::kDefaultBatchTokens;
     s.context_length = config.model.ctx ? config.model.ctx : runtime::default_context_length(model.model->config());
     s.pack_tokens = std::min(s.batch_tokens, s.context_length);
@@ -374,22 +374,22 @@ ShardSpan shard_span(const std::vector<BatchPlan>& batches, const config::RunCon
 
 // One run per directory: an unfinished dataset run (progress.json) is continued in
 // place; a finished or other run is refused, or replaced with [output] overwrite.
-RunDirectoryOptions dataset_directory_options(const config::RunConfig& config, const DatasetRunOptions& options) {
-    RunDirectoryOptions o;
+record::RunDirectoryOptions dataset_directory_options(const config::RunConfig& config, const DatasetRunOptions& options) {
+    record::RunDirectoryOptions o;
     o.overwrite = config.output.overwrite || options.overwrite;
     if (options.skip_if_current)
-        o.not_needed = [&config](const std::filesystem::path&) { return current_result(config, config::config_hash(config)); };
+        o.not_needed = [&config](const std::filesystem::path&) { return record::current_result(config, config::config_hash(config)); };
     o.holder = "ember extract --dataset";
-    o.inputs = input_paths(config);
+    o.inputs = record::input_paths(config);
     o.resumable = dataset_run_resumable;
     return o;
 }
 
 // What a resumed run must match: the config, the dataset and every SAE file (a changed
 // SAE file starts the run over, like a changed config).
-std::string dataset_run_key(const config::RunConfig& config, const DatasetInfo& info, const std::vector<InputFile>& inputs) {
+std::string dataset_run_key(const config::RunConfig& config, const DatasetInfo& info, const std::vector<record::InputFile>& inputs) {
     std::string sae_digests;
-    for (const InputFile& input : inputs)
+    for (const record::InputFile& input : inputs)
         if (input.role == "sae") sae_digests += input.sha256;
     return sha256_hex(config::canonical_json(config) + info.sha256 + sae_digests);
 }
@@ -457,7 +457,7 @@ json::object dataset_manifest(const LoadedModel& model, const config::RunConfig&
                               const DatasetInfo& info, const RunPoint& own, const runtime::Session& session,
                               json::array inputs) {
     return {
-        {"schema_version", kManifestSchemaVersion},
+        {"schema_version", record::kManifestSchemaVersion},
         {"kind", "ember.dataset_extraction"},
         {"run_id", nullptr},
         {"layout", "one .npy per (stage, layer), the selected rows of every sample stacked in dataset order: "
@@ -488,7 +488,7 @@ json::object dataset_manifest(const LoadedModel& model, const config::RunConfig&
           {"evaluated_tokens", own.evaluated}}},
         {"selection", {{"default", config.dataset.select}, {"on_empty", config.dataset.skip_empty ? "skip" : "error"}}},
         {"batch_tokens", s.batch_tokens},
-        {"model", model_record(model.path, model.file, model.model->config(), model.sha256)},
+        {"model", record::model_record(model.path, model.file, model.model->config(), model.sha256)},
         {"backend", {{"route", session.backend().route()}, {"variant", session.backend().variant()}}},
         {"route", session.backend().route()},
         {"threads", s.threads},
@@ -508,7 +508,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
                                      const DatasetRunOptions& options) {
     DatasetSettings settings = checked_settings(model, config, options);
     // Hashed before they are read: a change while the run reads them fails it (check_inputs_unchanged).
-    std::vector<InputFile> inputs = collect_inputs(config, model.sha256, model.file.mapping()->state());
+    std::vector<record::InputFile> inputs = record::collect_inputs(config, model.sha256, model.file.mapping()->state());
     const std::vector<features::Sae> saes = load_extraction_saes(config, model.model->config(), inputs);
     // An SAE at before_logits needs every row's logits stages (needs_all_logits) and each
     // sample evaluated whole, as --stages before_logits does.
@@ -531,7 +531,7 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
     const BatchPlans plans = plan_batches(request, settings);
     const ShardSpan span = shard_span(plans.batches, config, info.samples);
 
-    RunDirectoryWriter writer(config.output.dir, dataset_directory_options(config, options));
+    record::RunDirectoryWriter writer(config.output.dir, dataset_directory_options(config, options));
     if (holds_dataset_failure_record(writer.dir())) std::filesystem::remove(writer.dir() / "run.json");
     std::vector<ArrayPlan> array_plans = plan_arrays(settings.shape, model.model->config(), plans.longest);
     plan_sae_arrays(saes, config.output.sae_output, array_plans);
@@ -568,11 +568,11 @@ DatasetResult run_dataset_extraction(const LoadedModel& model, const config::Run
 
     // The inputs as they were read (else nothing is renamed into place), the arrays' headers
     // made true, every file renamed into place, the manifest last.
-    check_inputs_unchanged(inputs, model.file.mapping());
+    record::check_inputs_unchanged(inputs, model.file.mapping());
     out.finish();
     const RunPoint own = point - span.first;
-    json::array recorded_inputs = inputs_json(inputs);
-    if (options.experiments) add_read_inputs(recorded_inputs, options.experiments->snapshot());
+    json::array recorded_inputs = record::inputs_json(inputs);
+    if (options.experiments) record::add_read_inputs(recorded_inputs, options.experiments->snapshot());
     json::object manifest = dataset_manifest(model, config, settings, info, own, session, std::move(recorded_inputs));
     dataset_manifest_arrays(out, settings.shape, saes, config.output.sae_output, manifest);
     if (config.dataset.shard) {  // last: ember merge takes it off

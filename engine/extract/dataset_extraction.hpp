@@ -37,7 +37,7 @@ struct DatasetRunOptions {
     // Experiments, called per sample (docs/extraction.md, "Experiments on a dataset").
     experiments::ExperimentRunner* experiments = nullptr;
     bool overwrite = false;        // replace an earlier run in the directory (a sweep replacing a stale result)
-    bool skip_if_current = false;  // RunNotNeeded when the directory holds a current result (extract::current_result)
+    bool skip_if_current = false;  // record::RunNotNeeded when the directory holds a current result (record::current_result)
 };
 
 struct DatasetResult {

@@ -73,18 +73,18 @@ ShardDir read_shard(const fs::path& dir) {
     s.dir = dir;
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) throw Error(fmt::format("ember merge: {}: no such directory", dir.string()));
-    if (!fs::exists(dir / kManifestName, ec))
+    if (!fs::exists(dir / record::kManifestName, ec))
         throw Error(fmt::format("ember merge: {}: no manifest.json: the shard is unfinished (run it again: it resumes) "
                                 "or this is not a run directory",
                                 dir.string()));
-    const VerifyReport report = verify_run_directory(dir);
+    const record::VerifyReport report = record::verify_run_directory(dir);
     if (!report.ok()) {
-        const VerifyProblem& p = report.problems.front();
+        const record::VerifyProblem& p = report.problems.front();
         throw Error(fmt::format("ember merge: {}: the shard does not verify: {}: {} (ember verify {} lists every problem)",
                                 dir.string(), p.file, p.message, dir.string()));
     }
-    const std::string text = read_text(dir / kManifestName);
-    s.manifest = parse_strict_json(text, (dir / kManifestName).string()).as_object();  // it verified: a sealed JSON object
+    const std::string text = read_text(dir / record::kManifestName);
+    s.manifest = parse_strict_json(text, (dir / record::kManifestName).string()).as_object();  // it verified: a sealed JSON object
     const json::value* kind = s.manifest.if_contains("kind");
     if (!kind || *kind != "ember.dataset_extraction")
         throw Error(fmt::format("ember merge: {}: not a dataset run (manifest kind {}): ember merge joins the shards of "
@@ -115,7 +115,7 @@ ShardDir read_shard(const fs::path& dir) {
     s.skipped = count_member(dataset, "skipped", s, "dataset");
     object_member(s.manifest, "files", s);
     // The merged manifest is written from these values: they must write back to these bytes.
-    if (seal_manifest(s.manifest) != text)
+    if (record::seal_manifest(s.manifest) != text)
         throw Error(fmt::format("ember merge: {}: manifest.json does not write back to its own bytes (it was not written "
                                 "by ember extract), so a merged manifest could not be exact",
                                 dir.string()));
@@ -438,11 +438,11 @@ MergeResult merge_dataset_shards(const std::vector<fs::path>& dirs, const fs::pa
     const std::vector<const ShardDir*> ordered = ordered_shards(shards, total_rows);
     const std::vector<std::string> names = joined_files(ordered);
 
-    RunDirectoryOptions directory_options;
+    record::RunDirectoryOptions directory_options;
     directory_options.overwrite = options.overwrite;
     directory_options.holder = "ember merge";
     directory_options.inputs = dirs;
-    RunDirectoryWriter writer(out, directory_options);
+    record::RunDirectoryWriter writer(out, directory_options);
     MergeResult result;
     result.dir = writer.output_dir();
     result.shards = ordered.size();

@@ -63,12 +63,12 @@ DatasetOutputs::DatasetOutputs(fs::path dir, std::vector<ArrayPlan> arrays, bool
     };
     if (progress) resumed_ = progress->point;
     for (const ArrayPlan& plan : plans_)
-        arrays_.push_back(std::make_unique<NpyAppender>(dir_ / plan.name, plan.descr, plan.row_shape(), resume(plan.name)));
-    rows_ = std::make_unique<PartialFile>(dir_ / "rows.jsonl", resume("rows.jsonl"));
-    samples_ = std::make_unique<PartialFile>(dir_ / "samples.jsonl", resume("samples.jsonl"));
+        arrays_.push_back(std::make_unique<record::NpyAppender>(dir_ / plan.name, plan.descr, plan.row_shape(), resume(plan.name)));
+    rows_ = std::make_unique<record::PartialFile>(dir_ / "rows.jsonl", resume("rows.jsonl"));
+    samples_ = std::make_unique<record::PartialFile>(dir_ / "samples.jsonl", resume("samples.jsonl"));
     if (targets) {
-        targets_jsonl_ = std::make_unique<PartialFile>(dir_ / "targets.jsonl", resume("targets.jsonl"));
-        targets_npy_ = std::make_unique<NpyAppender>(dir_ / "targets.npy", "<f8", std::vector<std::size_t>{}, resume("targets.npy"));
+        targets_jsonl_ = std::make_unique<record::PartialFile>(dir_ / "targets.jsonl", resume("targets.jsonl"));
+        targets_npy_ = std::make_unique<record::NpyAppender>(dir_ / "targets.npy", "<f8", std::vector<std::size_t>{}, resume("targets.npy"));
     }
     if (!progress) checkpoint({});  // a fresh run's files are empty: that is its first resume point
 }
@@ -91,7 +91,7 @@ void DatasetOutputs::checkpoint(const RunPoint& point) {
         a->flush();
         bytes[a->file().name()] = a->file().size();
     }
-    for (PartialFile* f : {rows_.get(), samples_.get(), targets_jsonl_.get()}) {
+    for (record::PartialFile* f : {rows_.get(), samples_.get(), targets_jsonl_.get()}) {
         if (!f) continue;
         f->flush();
         bytes[f->name()] = f->size();

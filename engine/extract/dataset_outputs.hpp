@@ -64,12 +64,12 @@ public:
     const RunPoint& resumed_at() const { return resumed_; }  // all zero for a fresh run
     bool resumed() const { return resumed_.samples > 0; }
 
-    NpyAppender& array(std::size_t i) { return *arrays_[i]; }
+    record::NpyAppender& array(std::size_t i) { return *arrays_[i]; }
     const std::vector<ArrayPlan>& plans() const { return plans_; }
-    PartialFile& rows() { return *rows_; }
-    PartialFile& samples() { return *samples_; }
-    PartialFile* targets_jsonl() { return targets_jsonl_.get(); }
-    NpyAppender* targets_npy() { return targets_npy_.get(); }
+    record::PartialFile& rows() { return *rows_; }
+    record::PartialFile& samples() { return *samples_; }
+    record::PartialFile* targets_jsonl() { return targets_jsonl_.get(); }
+    record::NpyAppender* targets_npy() { return targets_npy_.get(); }
 
     // Flushes every file and records `point` as the place to resume from.
     void checkpoint(const RunPoint& point);
@@ -83,9 +83,9 @@ private:
     std::vector<ArrayPlan> plans_;
     std::string run_key_;
     RunPoint resumed_;
-    std::vector<std::unique_ptr<NpyAppender>> arrays_;
-    std::unique_ptr<PartialFile> rows_, samples_, targets_jsonl_;
-    std::unique_ptr<NpyAppender> targets_npy_;
+    std::vector<std::unique_ptr<record::NpyAppender>> arrays_;
+    std::unique_ptr<record::PartialFile> rows_, samples_, targets_jsonl_;
+    std::unique_ptr<record::NpyAppender> targets_npy_;
 };
 
 }  // namespace ember::extract

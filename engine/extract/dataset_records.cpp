@@ -45,7 +45,7 @@ void DatasetRecords::append(const SampleRows& s, RunPoint& point) {
     };
     if (p.evaluated.chat) {  // a conversation: its provenance and each prompt token's message
         sample["chat"] = *p.evaluated.chat;
-        json::array owners = token_messages_json(p.evaluated);
+        json::array owners = runtime::token_messages_json(p.evaluated);
         owners.resize(p.prompt_tokens);
         sample["token_messages"] = std::move(owners);
     }
@@ -92,7 +92,7 @@ void DatasetRecords::append_arrays(const SampleRows& s) {
                 // indptr, indices, values: three plans in a row; the row ends count every earlier nonzero.
                 const std::vector<float>& dense = s.sae_features.at(plan.sae);  // [rows, d_sae]
                 if (rows == 0) break;
-                NpyAppender& indices = out_.array(i + 1);
+                record::NpyAppender& indices = out_.array(i + 1);
                 SparseRows sparse;
                 append_sparse(dense.data(), rows, dense.size() / rows, static_cast<std::int64_t>(indices.rows()), sparse);
                 out_.array(i).append(sparse.indptr.data(), rows);
@@ -141,7 +141,7 @@ void DatasetRecords::append_rows(const SampleRows& s, std::size_t first_row) {
             json::object lens;
             for (const LensLayer& l : s.lens) {
                 json::array pieces;
-                for (std::size_t j = 0; j < l.k; ++j) pieces.push_back(piece_text(tok_.piece(l.ids[i * l.k + j], true)));
+                for (std::size_t j = 0; j < l.k; ++j) pieces.push_back(record::piece_text(tok_.piece(l.ids[i * l.k + j], true)));
                 lens[std::to_string(l.layer)] = std::move(pieces);
             }
             row["logit_lens_pieces"] = std::move(lens);

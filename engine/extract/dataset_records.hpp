@@ -22,7 +22,7 @@ namespace ember::extract {
 // resolved over the prompt's own tokens.
 struct Prepared {
     Sample sample;
-    EncodedPrompt evaluated;             // the prompt, or prompt + target
+    runtime::EncodedPrompt evaluated;             // the prompt, or prompt + target
     std::size_t prompt_tokens = 0;       // the prompt's tokens: the first ones of `evaluated`
     // The rows evaluated, the first ones of `evaluated`: all of them, or, when nothing
     // reads a later row (see Request in dataset_extraction.cpp), up to the last selected

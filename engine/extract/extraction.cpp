@@ -51,7 +51,7 @@ json::object tensor_contract(const Selection& s) {
 
 }  // namespace
 
-json::object score_prompt_target(runtime::Session& session, const LoadedModel& model, const EncodedPrompt& prompt,
+json::object score_prompt_target(runtime::Session& session, const LoadedModel& model, const runtime::EncodedPrompt& prompt,
                                  const config::PromptSection& section, hooks::ActiveHooks* hooks, bool stepwise) {
     const tokenizer::Tokenizer& tok = model.tokenizer;
     // A conversation: the target continues its rendering (the prompt as rendered, not rewritten).
@@ -85,18 +85,18 @@ struct WrittenArrays {
     json::value lens = nullptr;
 };
 
-WrittenArrays write_arrays(RunDirectoryWriter& writer, const Extractor& extractor, const LoadedModel& model,
+WrittenArrays write_arrays(record::RunDirectoryWriter& writer, const Extractor& extractor, const LoadedModel& model,
                            runtime::Route route, std::size_t threads) {
     extractor.check_complete();
     const Selection& s = extractor.selection();
     WrittenArrays out;
     out.tensor_contract = tensor_contract(s);
     for (const Capture* c : extractor.captures()) {
-        const FileRecord file = writer.write_npy_f32(capture_file_name(*c), c->values.data(), c->shape());
+        const record::FileRecord file = writer.write_npy_f32(capture_file_name(*c), c->values.data(), c->shape());
         out.tensors.push_back(tensor_entry(*c, file));
     }
     if (const Capture* c = extractor.logits()) {
-        const FileRecord file = writer.write_npy_f32("logits.npy", c->values.data(), {c->positions.size(), c->cols});
+        const record::FileRecord file = writer.write_npy_f32("logits.npy", c->values.data(), {c->positions.size(), c->cols});
         json::object entry = tensor_entry(*c, file);
         entry["stage"] = "logits";
         out.logits = std::move(entry);
@@ -105,17 +105,17 @@ WrittenArrays write_arrays(RunDirectoryWriter& writer, const Extractor& extracto
         json::array layers;
         for (const LensLayer& l : logit_lens(*model.model, route, threads, extractor.lens_sources(), s.lens_top_k)) {
             const std::vector<std::size_t> shape = {l.positions.size(), l.k};
-            const FileRecord ids = writer.write_npy_i32(fmt::format("logit_lens.layer{}.ids.npy", l.layer), l.ids.data(), shape);
-            const FileRecord values =
+            const record::FileRecord ids = writer.write_npy_i32(fmt::format("logit_lens.layer{}.ids.npy", l.layer), l.ids.data(), shape);
+            const record::FileRecord values =
                 writer.write_npy_f32(fmt::format("logit_lens.layer{}.logits.npy", l.layer), l.logits.data(), shape);
             // The ids' pieces, [positions][k]: text when valid UTF-8, else null.
             json::array pieces;
             for (std::size_t p = 0; p < l.positions.size(); ++p) {
                 json::array row;
-                for (std::size_t j = 0; j < l.k; ++j) row.push_back(piece_text(model.tokenizer.piece(l.ids[p * l.k + j], true)));
+                for (std::size_t j = 0; j < l.k; ++j) row.push_back(record::piece_text(model.tokenizer.piece(l.ids[p * l.k + j], true)));
                 pieces.push_back(std::move(row));
             }
-            const FileRecord pieces_file =
+            const record::FileRecord pieces_file =
                 writer.write_text(fmt::format("logit_lens.layer{}.pieces.json", l.layer), strict_json(pieces) + "\n");
             layers.push_back({{"layer", l.layer},
                               {"ids_file", ids.name},
@@ -138,8 +138,8 @@ WrittenArrays write_arrays(RunDirectoryWriter& writer, const Extractor& extracto
 
 }  // namespace
 
-void write_extraction(RunDirectoryWriter& writer, const Extractor* extractor, const LoadedModel& model,
-                      const EncodedPrompt& prompt, const RunRecord& run, runtime::Route route, std::size_t threads,
+void write_extraction(record::RunDirectoryWriter& writer, const Extractor* extractor, const LoadedModel& model,
+                      const runtime::EncodedPrompt& prompt, const RunRecord& run, runtime::Route route, std::size_t threads,
                       const std::function<void()>& before_manifest) {
     WrittenArrays arrays = extractor ? write_arrays(writer, *extractor, model, route, threads) : WrittenArrays{};
     if (before_manifest) before_manifest();
@@ -157,7 +157,7 @@ void write_extraction(RunDirectoryWriter& writer, const Extractor* extractor, co
     }
 
     json::object manifest{
-        {"schema_version", kManifestSchemaVersion},
+        {"schema_version", record::kManifestSchemaVersion},
         {"kind", run.kind},
         {"run_id", run.run_id.empty() ? json::value(nullptr) : json::value(run.run_id)},
         {"layout", "one .npy per (stage, layer): STAGE.layerN.npy for layer stages, STAGE.npy for the logits stages; "
@@ -165,14 +165,14 @@ void write_extraction(RunDirectoryWriter& writer, const Extractor* extractor, co
         {"dtype", "float32"},
         {"output_format", {{"format", "npy"}, {"version", "1.0"}, {"order", "C"}, {"byte_order", "little"}}},
         {"tensor_contract", std::move(arrays.tensor_contract)},
-        {"model", model_record(model.path, model.file, model.model->config(), model.sha256)},
-        {"tokenizer", tokenizer_record(model.tokenizer, prompt)},
+        {"model", record::model_record(model.path, model.file, model.model->config(), model.sha256)},
+        {"tokenizer", record::tokenizer_record(model.tokenizer, prompt)},
         {"backend", {{"route", run.route}, {"variant", run.variant}, {"threads", run.threads}}},
         {"route", run.route},
         {"config_hash", run.config_hash},
         {"config", run.config},
         {"inputs", run.inputs},
-        {"samples", json::array{sample_record(prompt)}},
+        {"samples", json::array{record::sample_record(prompt)}},
         {"tensors", std::move(arrays.tensors)},
         {"logits", std::move(arrays.logits)},
         {"logit_lens", std::move(arrays.lens)},
@@ -201,17 +201,17 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     const auto route = runtime::route_from_name(config.model.route);
     if (!route) throw Error(fmt::format("model.route '{}' is not one of reference, fast", config.model.route));
     // Hashed before they are read: a change while the run reads them fails it (check_inputs_unchanged).
-    std::vector<InputFile> inputs = collect_inputs(config, model.sha256, model.file.mapping()->state());
+    std::vector<record::InputFile> inputs = record::collect_inputs(config, model.sha256, model.file.mapping()->state());
     const std::vector<features::Sae> saes = load_extraction_saes(config, model.model->config(), inputs);
-    const EncodedPrompt prompt = encode_run_prompt(model, config.prompt);
+    const runtime::EncodedPrompt prompt = runtime::encode_run_prompt(model, config.prompt);
     Selection selection = resolve(config.output, model.model->config(), prompt.text, prompt.tokens, nullptr,
                                   prompt.conversation ? &*prompt.conversation : nullptr);
     selection.sae_sites = sae_sites(saes);
-    const std::size_t threads = effective_threads(config.model.threads);
+    const std::size_t threads = runtime::effective_threads(config.model.threads);
 
     // One writer per directory; an earlier run is refused, or replaced with --overwrite.
-    RunDirectoryWriter writer(config.output.dir,
-                              {config.output.overwrite || options.overwrite, "ember extract", {}, {}, input_paths(config)});
+    record::RunDirectoryWriter writer(config.output.dir,
+                              {config.output.overwrite || options.overwrite, "ember extract", {}, {}, record::input_paths(config)});
     writer.on_file_written = options.on_file_written;
 
     std::optional<trace::Journal> journal;
@@ -238,7 +238,7 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     // The target in an evaluation of its own: the extraction's arrays are those without it.
     if (config.prompt.target) result.target = score_prompt_target(session, model, prompt, config.prompt);
 
-    check_inputs_unchanged(inputs, model.file.mapping());
+    record::check_inputs_unchanged(inputs, model.file.mapping());
     start = Clock::now();
     RunRecord run;
     run.target = result.target;
@@ -247,7 +247,7 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     run.config_hash = config::config_hash(config);
     run.config = config::to_json(config);
     run.trace = result.trace;
-    run.inputs = inputs_json(inputs);
+    run.inputs = record::inputs_json(inputs);
     run.threads = threads;
     if (!saes.empty()) {
         const SaeEncoders encoders(saes, *route, threads);
@@ -257,7 +257,7 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
     result.write_ms = ms_since(start);
     result.dir = writer.output_dir();
     result.n_tokens = prompt.ids.size();
-    for (const FileRecord& f : writer.files()) result.arrays += f.name.ends_with(".npy");
+    for (const record::FileRecord& f : writer.files()) result.arrays += f.name.ends_with(".npy");
     return result;
 }
 

@@ -42,7 +42,7 @@ struct RunRecord {
     std::string config_hash;
     boost::json::object config;  // config::to_json of the run config
     std::optional<trace::JournalSummary> trace;  // its path as configured (not the staging one)
-    boost::json::array inputs;                   // extract::inputs_json of the run's inputs
+    boost::json::array inputs;                   // record::inputs_json of the run's inputs
     std::size_t threads = 0;                     // recorded, not hashed (results do not depend on it)
     // ember run: what the experiments' lifecycle requests changed (a skip, a rewritten
     // prompt; app/run_job.hpp lifecycle_json); null: nothing, and the manifest has no "lifecycle".
@@ -58,8 +58,8 @@ struct RunRecord {
 // Writes every capture, the logits dump and the logit lens of `extractor` (none when
 // null) into `writer`, calls `before_manifest` (ember run writes run.json there), then
 // the manifest listing every file of the directory. `route`/`threads` run the lens.
-void write_extraction(RunDirectoryWriter& writer, const Extractor* extractor, const LoadedModel& model,
-                      const EncodedPrompt& prompt, const RunRecord& run, runtime::Route route, std::size_t threads,
+void write_extraction(record::RunDirectoryWriter& writer, const Extractor* extractor, const LoadedModel& model,
+                      const runtime::EncodedPrompt& prompt, const RunRecord& run, runtime::Route route, std::size_t threads,
                       const std::function<void()>& before_manifest = {});
 
 struct ExtractionResult {
@@ -73,7 +73,7 @@ struct ExtractionResult {
 };
 
 struct ExtractionOptions {
-    std::function<void(const FileRecord&)> on_file_written;  // see RunDirectoryWriter
+    std::function<void(const record::FileRecord&)> on_file_written;  // see record::RunDirectoryWriter
     bool overwrite = false;  // --overwrite: as [output] overwrite = true
 };
 
@@ -92,7 +92,7 @@ ExtractionResult run_extraction(const LoadedModel& model, const config::RunConfi
 // ember::Error when the target does not split from the prompt or the whole does not fit
 // in the context.
 boost::json::object score_prompt_target(runtime::Session& session, const LoadedModel& model,
-                                        const EncodedPrompt& prompt, const config::PromptSection& section,
+                                        const runtime::EncodedPrompt& prompt, const config::PromptSection& section,
                                         hooks::ActiveHooks* hooks = nullptr, bool stepwise = false);
 
 }  // namespace ember::extract

@@ -18,7 +18,7 @@ namespace json = boost::json;
 }  // namespace
 
 std::vector<features::Sae> load_extraction_saes(const config::RunConfig& config, const models::ModelConfig& model,
-                                                std::vector<InputFile>& inputs) {
+                                                std::vector<record::InputFile>& inputs) {
     std::vector<features::Sae> saes;
     const features::SiteWidths widths = features::site_widths(model);
     for (std::size_t i = 0; i < config.saes.size(); ++i) {
@@ -29,7 +29,7 @@ std::vector<features::Sae> load_extraction_saes(const config::RunConfig& config,
             throw Error(fmt::format("{}: an SAE at {} ('{}'): extraction reads SAEs at layer stages and before_logits",
                                     sae.path.string(), hooks::site_text(sae.site), sae.hook_name));
         for (const features::SaeInput& file : sae.inputs) {
-            InputFile input = input_file("sae", file.path);
+            record::InputFile input = record::input_file("sae", file.path);
             input.key = fmt::format("saes[{}]", i);
             inputs.push_back(std::move(input));
         }
@@ -157,7 +157,7 @@ json::object sae_manifest_entry(std::size_t i, const features::Sae& sae, config:
     return entry;
 }
 
-json::array write_sae_features(RunDirectoryWriter& writer, const Extractor& extractor,
+json::array write_sae_features(record::RunDirectoryWriter& writer, const Extractor& extractor,
                                const std::vector<features::Sae>& saes, const SaeEncoders& encoders,
                                config::SaeOutput layout) {
     extractor.check_complete();

@@ -40,7 +40,7 @@ namespace ember::extract {
 // The run's [[sae]] entries, loaded and checked against the model (their sites must be
 // layer stages); each file an SAE was read from appended to `inputs` (role "sae").
 std::vector<features::Sae> load_extraction_saes(const config::RunConfig& config, const models::ModelConfig& model,
-                                                std::vector<InputFile>& inputs);
+                                                std::vector<record::InputFile>& inputs);
 
 // The sites the SAEs read, for Selection::sae_sites.
 std::vector<hooks::HookSite> sae_sites(const std::vector<features::Sae>& saes);
@@ -88,7 +88,7 @@ boost::json::object sae_manifest_entry(std::size_t i, const features::Sae& sae, 
                                        std::size_t rows, std::size_t nnz, std::string_view rows_meaning);
 
 // A single-prompt extraction's SAE arrays, written; their manifest entries.
-boost::json::array write_sae_features(RunDirectoryWriter& writer, const Extractor& extractor,
+boost::json::array write_sae_features(record::RunDirectoryWriter& writer, const Extractor& extractor,
                                       const std::vector<features::Sae>& saes, const SaeEncoders& encoders,
                                       config::SaeOutput layout);
 

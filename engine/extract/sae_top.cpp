@@ -135,8 +135,8 @@ void fill_token(TopRow& row, const json::object& token) {
 }  // namespace
 
 TopRows top_feature_rows(const fs::path& dir, const TopRequest& request) {
-    const fs::path manifest_path = dir / kManifestName;
-    if (!fs::exists(manifest_path)) throw Error(fmt::format("{}: no {}: not a finished run directory", dir.string(), kManifestName));
+    const fs::path manifest_path = dir / record::kManifestName;
+    if (!fs::exists(manifest_path)) throw Error(fmt::format("{}: no {}: not a finished run directory", dir.string(), record::kManifestName));
     const json::value parsed = parse_strict_json(read_text(manifest_path), manifest_path.string());
     if (!parsed.is_object()) throw Error(fmt::format("{}: not a JSON object", manifest_path.string()));
     const json::object& manifest = parsed.as_object();

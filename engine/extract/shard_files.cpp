@@ -63,7 +63,7 @@ JoinedFile join_npy(const std::vector<fs::path>& shards, const std::string& name
     }
     const npy::Header& first = headers.front();
     const std::string head =
-        NpyAppender::header(first.descr, j.rows, std::vector<std::size_t>(first.shape.begin() + 1, first.shape.end()));
+        record::NpyAppender::header(first.descr, j.rows, std::vector<std::size_t>(first.shape.begin() + 1, first.shape.end()));
     AtomicFile out(dir / name);
     Sha256 sha;
     out.write(head);
@@ -93,7 +93,7 @@ JoinedFile join_indptr(const std::vector<fs::path>& shards, const std::string& n
         j.rows += h.shape[0] - (headers.empty() ? 0 : 1);
         headers.push_back(std::move(h));
     }
-    const std::string head = NpyAppender::header("<i8", j.rows, {});
+    const std::string head = record::NpyAppender::header("<i8", j.rows, {});
     AtomicFile out(dir / name);
     Sha256 sha;
     out.write(head);

@@ -13,7 +13,7 @@
 namespace ember::extract {
 
 struct JoinedFile {
-    FileRecord record;
+    record::FileRecord record;
     std::size_t rows = 0;  // .npy: the merged row count
 };
 

@@ -15,7 +15,7 @@ namespace ember::extract {
 
 namespace json = boost::json;
 
-TargetTokens split_target(EncodedPrompt evaluated, std::size_t prompt_bytes, std::string target, const std::string& name) {
+TargetTokens split_target(runtime::EncodedPrompt evaluated, std::size_t prompt_bytes, std::string target, const std::string& name) {
     TargetTokens t;
     // The target's tokens are those starting at or after the prompt's end (BOS, empty at 0, is the prompt's).
     for (const tokenizer::Token& token : evaluated.tokens) {
@@ -32,11 +32,11 @@ TargetTokens split_target(EncodedPrompt evaluated, std::size_t prompt_bytes, std
     return t;
 }
 
-TargetTokens encode_with_target(const tokenizer::Tokenizer& tok, const EncodedPrompt& prompt, const std::string& target,
+TargetTokens encode_with_target(const tokenizer::Tokenizer& tok, const runtime::EncodedPrompt& prompt, const std::string& target,
                                 const config::PromptSection& section, const std::string& name) {
     if (prompt.chat) throw UsageError(fmt::format("{}: a target goes with a text prompt or token ids, not a conversation", name));
     if (!section.ids)
-        return split_target(encode_prompt(tok, prompt.text + target, section.add_bos, section.special), prompt.text.size(),
+        return split_target(runtime::encode_prompt(tok, prompt.text + target, section.add_bos, section.special), prompt.text.size(),
                             target, name);
     // Token ids: the target is tokenized as the continuation of the ids' text (their pieces
     // decoded, special tokens left out), so it splits as it would after that text; its
@@ -45,7 +45,7 @@ TargetTokens encode_with_target(const tokenizer::Tokenizer& tok, const EncodedPr
     options.add_bos = false;
     options.parse_special = section.special;
     const std::string context = tok.decode(prompt.ids);
-    EncodedPrompt joint;
+    runtime::EncodedPrompt joint;
     joint.tokens = tok.encode(context + target, options);
     for (const tokenizer::Token& token : joint.tokens) joint.ids.push_back(token.id);
     std::size_t first = 0;  // the target's first token in `joint`
@@ -56,7 +56,7 @@ TargetTokens encode_with_target(const tokenizer::Tokenizer& tok, const EncodedPr
     } else if (joint.tokens.empty()) {
         throw Error(fmt::format("{}: the target has no tokens of its own", name));
     }
-    EncodedPrompt evaluated = prompt;
+    runtime::EncodedPrompt evaluated = prompt;
     for (std::size_t i = first; i < joint.tokens.size(); ++i) {
         tokenizer::Token token = joint.tokens[i];
         token.start = token.start - context.size() + prompt.text.size();
@@ -75,7 +75,7 @@ TargetTokens encode_with_target(const tokenizer::Tokenizer& tok, const EncodedPr
 TargetTokens encode_chat_with_target(const runtime::LoadedModel& model, const config::PromptSection& section,
                                      const std::string& target, const std::string& name) {
     if (!section.chat) throw Error(fmt::format("{}: the run's prompt is not a conversation", name));
-    EncodedPrompt joint = encode_chat_prompt(model, load_run_template(model, section), *section.chat, target);
+    runtime::EncodedPrompt joint = runtime::encode_chat_prompt(model, runtime::load_run_template(model, section), *section.chat, target);
     const std::size_t rendered = joint.chat->at("rendered").as_string().size();
     return split_target(std::move(joint), rendered, target, name);
 }
@@ -99,7 +99,7 @@ TargetScore score_target(std::span<const std::int32_t> ids, std::size_t prompt_t
 
 json::object piece_fields(const tokenizer::Tokenizer& tok, std::int32_t id) {
     const std::string piece = tok.piece(id, true);
-    return {{"piece", piece_text(piece)}, {"piece_hex", hex(piece)}};
+    return {{"piece", record::piece_text(piece)}, {"piece_hex", record::hex(piece)}};
 }
 
 json::object target_record(const tokenizer::Tokenizer& tok, std::span<const std::int32_t> ids, std::size_t prompt_tokens,

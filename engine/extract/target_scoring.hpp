@@ -27,7 +27,7 @@ namespace ember::extract {
 // The prompt and its target as one evaluation: `evaluated` holds the prompt's tokens, then
 // the target's (from `prompt_tokens` on).
 struct TargetTokens {
-    EncodedPrompt evaluated;
+    runtime::EncodedPrompt evaluated;
     std::size_t prompt_tokens = 0;
     std::string target;
 };
@@ -36,12 +36,12 @@ struct TargetTokens {
 // the prompt's end. ember::Error, prefixed with `name`, when a token straddles the prompt's
 // end (tokenized together they do not split there), the target has no tokens of its own or
 // the prompt has none.
-TargetTokens split_target(EncodedPrompt evaluated, std::size_t prompt_bytes, std::string target, const std::string& name);
+TargetTokens split_target(runtime::EncodedPrompt evaluated, std::size_t prompt_bytes, std::string target, const std::string& name);
 
 // A run's prompt with a target: a text prompt is tokenized together with it (split_target);
 // a prompt given as token ids gets the target's tokens appended, as split_target splits
 // them from the ids' text (their pieces decoded) tokenized with the target, no BOS.
-TargetTokens encode_with_target(const tokenizer::Tokenizer& tok, const EncodedPrompt& prompt, const std::string& target,
+TargetTokens encode_with_target(const tokenizer::Tokenizer& tok, const runtime::EncodedPrompt& prompt, const std::string& target,
                                 const config::PromptSection& section, const std::string& name);
 
 // A conversation's prompt (section.chat) with a target: the target continues the rendered

@@ -16,7 +16,7 @@
 #include "record/run_directory.hpp"
 #include "record/verify.hpp"
 
-namespace ember::extract {
+namespace ember::record {
 namespace {
 
 namespace fs = std::filesystem;
@@ -243,4 +243,4 @@ std::optional<std::string> current_result(const config::RunConfig& config, const
                        report.run_id);
 }
 
-}  // namespace ember::extract
+}  // namespace ember::record

@@ -28,7 +28,7 @@
 #include "config/run_config.hpp"
 #include "experiments/experiment_runner.hpp"
 
-namespace ember::extract {
+namespace ember::record {
 
 struct InputFile {
     std::string role;
@@ -88,4 +88,4 @@ std::string inputs_difference(const boost::json::array& recorded, const std::vec
 // now), or nullopt. What `ember sweep` skips by.
 std::optional<std::string> current_result(const config::RunConfig& config, const std::string& config_hash);
 
-}  // namespace ember::extract
+}  // namespace ember::record

@@ -10,7 +10,7 @@
 #include "runtime/prompt.hpp"
 #include "tokenizer/unicode.hpp"
 
-namespace ember::extract {
+namespace ember::record {
 namespace {
 
 namespace json = boost::json;
@@ -81,7 +81,7 @@ json::object model_record(const std::filesystem::path& path, const gguf::File& f
     };
 }
 
-json::object tokenizer_record(const tokenizer::Tokenizer& tok, const EncodedPrompt& prompt) {
+json::object tokenizer_record(const tokenizer::Tokenizer& tok, const runtime::EncodedPrompt& prompt) {
     const auto& info = tok.info();
     json::array tokens;
     for (const auto& t : prompt.tokens) {
@@ -107,7 +107,7 @@ json::object tokenizer_record(const tokenizer::Tokenizer& tok, const EncodedProm
     };
 }
 
-json::object sample_record(const EncodedPrompt& prompt) {
+json::object sample_record(const runtime::EncodedPrompt& prompt) {
     Sha256 ids;
     ids.update(std::as_bytes(std::span(prompt.ids)));
     json::object r{{"index", 0},
@@ -116,11 +116,11 @@ json::object sample_record(const EncodedPrompt& prompt) {
                    {"token_ids_sha256", ids.finish_hex()}};
     if (prompt.chat) {
         r["chat"] = *prompt.chat;
-        r["token_messages"] = token_messages_json(prompt);
+        r["token_messages"] = runtime::token_messages_json(prompt);
     }
     return r;
 }
 
 std::string values_sha256(const std::vector<float>& values) { return sha256_hex(std::as_bytes(std::span(values))); }
 
-}  // namespace ember::extract
+}  // namespace ember::record

@@ -19,7 +19,7 @@
 #include "runtime/prompt.hpp"
 #include "tokenizer/tokenizer.hpp"
 
-namespace ember::extract {
+namespace ember::record {
 
 inline constexpr int kManifestSchemaVersion = 1;
 
@@ -37,10 +37,10 @@ boost::json::object model_record(const std::filesystem::path& path, const gguf::
 // model, pre, vocab size, BOS/EOS ids, add_bos, and the prompt: its length and SHA-256,
 // whether BOS was added, the token ids and per token its id, byte span [start, end) into
 // the prompt's bytes, and piece (hex, and as text when valid UTF-8).
-boost::json::object tokenizer_record(const tokenizer::Tokenizer& tok, const EncodedPrompt& prompt);
+boost::json::object tokenizer_record(const tokenizer::Tokenizer& tok, const runtime::EncodedPrompt& prompt);
 
 // The sample (the prompt) as hashes: prompt bytes and token ids.
-boost::json::object sample_record(const EncodedPrompt& prompt);
+boost::json::object sample_record(const runtime::EncodedPrompt& prompt);
 
 
 // Bytes as lowercase hex; a token piece as JSON: its text when valid UTF-8, else null
@@ -51,4 +51,4 @@ boost::json::value piece_text(std::string_view piece);
 // The SHA-256 of float32 values as stored (little-endian bytes).
 std::string values_sha256(const std::vector<float>& values);
 
-}  // namespace ember::extract
+}  // namespace ember::record

@@ -10,7 +10,7 @@
 #include "common/error.hpp"
 #include "common/output_path.hpp"
 
-namespace ember::extract {
+namespace ember::record {
 namespace fs = std::filesystem;
 
 fs::path PartialFile::partial_path(const fs::path& final_path) {
@@ -127,4 +127,4 @@ void NpyAppender::finish() {
     file_.finish();
 }
 
-}  // namespace ember::extract
+}  // namespace ember::record

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ember::extract {
+namespace ember::record {
 
 class PartialFile {
 public:
@@ -82,4 +82,4 @@ private:
     std::size_t rows_ = 0;
 };
 
-}  // namespace ember::extract
+}  // namespace ember::record

@@ -27,7 +27,7 @@
 #include "record/strict_parse.hpp"
 #include "common/sha256_file.hpp"
 
-namespace ember::extract {
+namespace ember::record {
 namespace {
 
 namespace fs = std::filesystem;
@@ -425,4 +425,4 @@ bool seal_matches(std::string_view text, std::string& why) {
     return true;
 }
 
-}  // namespace ember::extract
+}  // namespace ember::record

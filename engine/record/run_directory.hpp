@@ -35,7 +35,7 @@
 #include "record/dir_lock.hpp"
 #include "common/error.hpp"
 
-namespace ember::extract {
+namespace ember::record {
 
 inline constexpr const char* kManifestName = "manifest.json";
 
@@ -140,4 +140,4 @@ std::string seal_manifest(boost::json::object manifest);
 // wrong otherwise.
 bool seal_matches(std::string_view text, std::string& why);
 
-}  // namespace ember::extract
+}  // namespace ember::record

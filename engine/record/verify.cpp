@@ -17,7 +17,7 @@
 #include "record/strict_parse.hpp"
 #include "record/run_directory.hpp"
 
-namespace ember::extract {
+namespace ember::record {
 namespace {
 
 namespace fs = std::filesystem;
@@ -282,4 +282,4 @@ VerifyReport verify_run_directory(const fs::path& dir) {
     return report;
 }
 
-}  // namespace ember::extract
+}  // namespace ember::record

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace ember::extract {
+namespace ember::record {
 
 struct VerifyProblem {
     std::string file;  // relative to the directory ("manifest.json", "capture/after_layer.layer3.prefill.npy")
@@ -35,4 +35,4 @@ struct VerifyReport {
 
 VerifyReport verify_run_directory(const std::filesystem::path& dir);
 
-}  // namespace ember::extract
+}  // namespace ember::record

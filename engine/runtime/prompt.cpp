@@ -7,7 +7,7 @@
 #include "common/error.hpp"
 #include "common/input_file.hpp"
 
-namespace ember::extract {
+namespace ember::runtime {
 
 namespace json = boost::json;
 
@@ -86,4 +86,4 @@ json::array token_messages_json(const EncodedPrompt& prompt) {
     return out;
 }
 
-}  // namespace ember::extract
+}  // namespace ember::runtime

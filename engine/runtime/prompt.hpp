@@ -22,7 +22,7 @@
 #include "runtime/loaded_model.hpp"
 #include "tokenizer/tokenizer.hpp"
 
-namespace ember::extract {
+namespace ember::runtime {
 
 // The prompt of a run config: prompt.text, or the bytes of prompt.file.
 std::string read_prompt(const config::PromptSection& prompt);
@@ -60,4 +60,4 @@ chat::LoadedTemplate load_run_template(const runtime::LoadedModel& model, const 
 // The token-to-message map as JSON: a message index per token, null for template text.
 boost::json::array token_messages_json(const EncodedPrompt& prompt);
 
-}  // namespace ember::extract
+}  // namespace ember::runtime

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <thread>
 
-namespace ember::extract {
+namespace ember::runtime {
 
 std::size_t effective_threads(std::uint32_t threads) {
     if (threads > 0) return threads;
     return std::max(1u, std::thread::hardware_concurrency());
 }
 
-}  // namespace ember::extract
+}  // namespace ember::runtime

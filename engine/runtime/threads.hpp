@@ -4,9 +4,9 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace ember::extract {
+namespace ember::runtime {
 
 // --threads / model.threads: 0 means every hardware thread.
 std::size_t effective_threads(std::uint32_t threads);
 
-}  // namespace ember::extract
+}  // namespace ember::runtime

@@ -272,7 +272,7 @@ py::dict extract_dataset(ModelHandle& handle, const std::string& dataset, const 
 std::string info_json(const ModelHandle& handle) {
     const runtime::LoadedModel& m = handle.model();
     const auto& t = m.tokenizer.info();
-    boost::json::object o = extract::model_record(m.path, m.file, m.model->config(), m.sha256);
+    boost::json::object o = record::model_record(m.path, m.file, m.model->config(), m.sha256);
     const auto id = [](const std::optional<std::uint32_t>& v) { return v ? boost::json::value(*v) : boost::json::value(nullptr); };
     o["tokenizer"] = {{"model", t.model},       {"pre", t.pre},           {"vocab_size", m.tokenizer.vocab_size()},
                       {"bos_id", id(t.bos_id)}, {"eos_id", id(t.eos_id)}, {"add_bos", t.add_bos}};

@@ -53,7 +53,7 @@ std::shared_ptr<const runtime::LoadedModel> ModelHandle::shared_model() const {
     return model_;
 }
 
-std::size_t ModelHandle::threads() const { return extract::effective_threads(options_.threads); }
+std::size_t ModelHandle::threads() const { return runtime::effective_threads(options_.threads); }
 
 void ModelHandle::close() {
     session_.reset();
@@ -117,7 +117,7 @@ std::shared_ptr<RunResult> ModelHandle::run(const RunRequest& request, PythonHoo
     auto result = std::make_shared<RunResult>();
     // As ember extract: the prompt encoded, the request resolved against model and prompt
     // (every bad stage, layer or position is an error here, before anything runs).
-    result->prompt = extract::encode_prompt(model->tokenizer, request.prompt, request.add_bos);
+    result->prompt = runtime::encode_prompt(model->tokenizer, request.prompt, request.add_bos);
     const extract::Selection selection =
         extract::resolve(output_section(request), model->model->config(), result->prompt.text, result->prompt.tokens);
     result->extractor = std::make_unique<extract::Extractor>(selection);
@@ -183,7 +183,7 @@ std::shared_ptr<RunResult> ModelHandle::run(const RunRequest& request, PythonHoo
 GenerateResult ModelHandle::generate(const GenerateRequest& request) {
     const auto model = shared_model();
     runtime::validate(request.sampling);
-    const extract::EncodedPrompt prompt = extract::encode_prompt(model->tokenizer, request.prompt, request.add_bos);
+    const runtime::EncodedPrompt prompt = runtime::encode_prompt(model->tokenizer, request.prompt, request.add_bos);
     GenerateResult out;
     out.prompt_tokens = prompt.ids;
     // As ember generate (app/run_job): a session sized for the prompt, the same options.

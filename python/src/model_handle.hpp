@@ -59,7 +59,7 @@ struct RunRequest {
 
 // What a run computed. Owns the captured values: NumPy arrays are views into it.
 struct RunResult {
-    extract::EncodedPrompt prompt;
+    runtime::EncodedPrompt prompt;
     std::unique_ptr<extract::Extractor> extractor;
     std::string route;
     std::string variant;  // the kernels' CPU variant

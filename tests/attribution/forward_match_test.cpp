@@ -100,7 +100,7 @@ TEST_CASE("the gradient forward reproduces the reference route's activations bit
             const std::string model_name = name, prompt_text = prompt;
             CAPTURE(model_name);
             CAPTURE(prompt_text);
-            const auto encoded = extract::encode_prompt(model.tokenizer, prompt, config::AddBos::Auto);
+            const auto encoded = runtime::encode_prompt(model.tokenizer, prompt, config::AddBos::Auto);
             const std::size_t T = encoded.ids.size();
             runtime::Session session(*model.model, reference_options(T));
             CaptureAll capture;
@@ -152,7 +152,7 @@ TEST_CASE("central finite differences on the reference route agree with the grad
         CAPTURE(hooks::stage_name(p.stage));
         const runtime::LoadedModel model(test::fixture_path(std::string("models/") + p.model + ".gguf"), std::nullopt);
         const GradientModel gm(model.file, model.model->config());
-        const auto encoded = extract::encode_prompt(model.tokenizer, "كتب الطالب الدرس في المكتبة", config::AddBos::Auto);
+        const auto encoded = runtime::encode_prompt(model.tokenizer, "كتب الطالب الدرس في المكتبة", config::AddBos::Auto);
         const std::size_t T = encoded.ids.size();
         attribution::Metric metric{attribution::MetricKind::LogProb, {}};
         for (std::size_t j = T - 3; j < T; ++j) metric.terms.push_back({j - 1, encoded.ids[j], -1});

@@ -63,7 +63,7 @@ TEST_CASE("the recomputing backward gives the same bytes as the backward over a 
         CAPTURE(model_name);
         const runtime::LoadedModel model(test::fixture_path(std::string("models/") + name + ".gguf"), std::nullopt);
         const GradientModel gm(model.file, model.model->config());
-        const auto encoded = extract::encode_prompt(model.tokenizer, "كتب الطالب الدرس في المكتبة", config::AddBos::Auto);
+        const auto encoded = runtime::encode_prompt(model.tokenizer, "كتب الطالب الدرس في المكتبة", config::AddBos::Auto);
         const std::size_t T = encoded.ids.size();
         attribution::Metric metric{attribution::MetricKind::LogProb, {}};
         for (std::size_t j = T - 3; j < T; ++j) metric.terms.push_back({j - 1, encoded.ids[j], -1});

@@ -103,7 +103,7 @@ TEST_CASE("the gradient at an SAE's features agrees with finite differences thro
             const attribution::GradientModel gm(model.file, c);
             const features::Sae sae = random_sae(c.n_embd, 2 * c.n_embd, 1, factor);
             attribution::check_sae_for_gradients(sae);
-            const auto encoded = extract::encode_prompt(model.tokenizer, "Once upon a time, there was a little girl", config::AddBos::Auto);
+            const auto encoded = runtime::encode_prompt(model.tokenizer, "Once upon a time, there was a little girl", config::AddBos::Auto);
             const std::size_t T = encoded.ids.size();
             attribution::Metric metric{attribution::MetricKind::LogProb, {}};
             for (std::size_t j = T - 3; j < T; ++j) metric.terms.push_back({j - 1, encoded.ids[j], -1});
@@ -191,9 +191,9 @@ TEST_CASE("integrated gradients at an SAE's features are complete: they sum to t
             sum += v.at("estimate").to_number<double>();
             ++units;
         }
-        const auto clean = extract::encode_prompt(model.tokenizer, r.prompt, config::AddBos::Auto);
-        const auto corrupt = extract::encode_prompt(model.tokenizer, *r.corrupt, config::AddBos::Auto);
-        const auto evaluated = extract::encode_prompt(model.tokenizer, r.prompt + r.target, config::AddBos::Auto);
+        const auto clean = runtime::encode_prompt(model.tokenizer, r.prompt, config::AddBos::Auto);
+        const auto corrupt = runtime::encode_prompt(model.tokenizer, *r.corrupt, config::AddBos::Auto);
+        const auto evaluated = runtime::encode_prompt(model.tokenizer, r.prompt + r.target, config::AddBos::Auto);
         const std::size_t P = clean.ids.size(), T = evaluated.ids.size();
         REQUIRE(corrupt.ids.size() == P);
         CHECK(units == P * sae.d_sae);

@@ -25,7 +25,7 @@ TEST_CASE("detokenize and vocab give the tokenizer's pieces") {
         const CommandResult d = ember(fmt::format("detokenize --model {} --json{}", shell_quote(model_file(model).string()), args));
         REQUIRE_MESSAGE(d.exit_code == 0, d.output);
         const boost::json::object o = boost::json::parse(d.output).as_object();
-        CHECK(o.at("text_hex").as_string() == extract::hex(joined));
+        CHECK(o.at("text_hex").as_string() == record::hex(joined));
         CHECK(o.at("pieces").as_array().size() == ids.size());
         const CommandResult plain = ember(fmt::format("detokenize --model {}{}", shell_quote(model_file(model).string()), args));
         CHECK(plain.output == joined + "\n");
@@ -36,7 +36,7 @@ TEST_CASE("detokenize and vocab give the tokenizer's pieces") {
         REQUIRE(vocab.size() == tok.vocab_size());
         for (std::size_t id = 0; id < vocab.size(); id += std::max<std::size_t>(1, vocab.size() / 97)) {
             CHECK(vocab[id].at("id").to_number<std::size_t>() == id);
-            CHECK(vocab[id].at("piece_hex").as_string() == extract::hex(tok.piece(static_cast<std::int32_t>(id), true)));
+            CHECK(vocab[id].at("piece_hex").as_string() == record::hex(tok.piece(static_cast<std::int32_t>(id), true)));
         }
         const CommandResult bad = ember(fmt::format("detokenize --model {} {}", shell_quote(model_file(model).string()),
                                                     tok.vocab_size()));

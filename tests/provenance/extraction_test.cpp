@@ -63,20 +63,20 @@ TEST_CASE("an interrupted replacement leaves the earlier run complete, and no te
     config::RunConfig c = request("stories260K", dir.path() / "run");
     c.output.stages = {"after_attention", "after_mlp", "after_layer"};
     extract::run_extraction(model, c);
-    REQUIRE(extract::verify_run_directory(c.output.dir).ok());
+    REQUIRE(record::verify_run_directory(c.output.dir).ok());
     const std::string earlier = read_all(c.output.dir / "manifest.json");
 
     std::size_t written = 0;
     extract::ExtractionOptions options;
     options.overwrite = true;
-    options.on_file_written = [&](const extract::FileRecord&) {
+    options.on_file_written = [&](const record::FileRecord&) {
         if (++written == 4) throw Error("simulated failure after 4 files");
     };
     CHECK_THROWS_WITH_AS(extract::run_extraction(model, c, options), "simulated failure after 4 files", Error);
     CHECK(written == 4);
     // The replacement was built beside the directory: the earlier run is untouched.
     CHECK(read_all(c.output.dir / "manifest.json") == earlier);
-    CHECK(extract::verify_run_directory(c.output.dir).ok());
+    CHECK(record::verify_run_directory(c.output.dir).ok());
     CHECK(!has_temporaries(c.output.dir));
     for (const auto& e : fs::directory_iterator(dir.path())) CHECK(e.path().filename() == "run");
 
@@ -84,7 +84,7 @@ TEST_CASE("an interrupted replacement leaves the earlier run complete, and no te
     CHECK_THROWS_WITH_AS(extract::run_extraction(model, c), doctest::Contains("the output directory holds"), Error);
     options.on_file_written = {};
     extract::run_extraction(model, c, options);
-    CHECK(extract::verify_run_directory(c.output.dir).ok());
+    CHECK(record::verify_run_directory(c.output.dir).ok());
     for (const auto& e : fs::directory_iterator(dir.path())) CHECK(e.path().filename() == "run");
 }
 
@@ -174,7 +174,7 @@ TEST_CASE("the fast route extracts too, and the manifest says which kernels ran"
     CHECK(manifest.at("backend").at("route") == "fast");
     CHECK(manifest.at("backend").at("variant") != "scalar-reference");
     CHECK(manifest.at("config").at("model").at("route") == "fast");
-    CHECK(extract::verify_run_directory(out).ok());
+    CHECK(record::verify_run_directory(out).ok());
 }
 
 TEST_CASE("ember extract options and a run config are one request with one config hash") {

@@ -47,7 +47,7 @@ TEST_CASE("ember run: [tracing] and [output] extract with an experiment, one ver
     CHECK(files.contains("trace.jsonl"));
     CHECK(files.contains("after_mlp.layer1.npy"));
     CHECK(files.contains("logit_lens.layer4.ids.npy"));
-    const extract::VerifyReport report = extract::verify_run_directory(out);
+    const record::VerifyReport report = record::verify_run_directory(out);
     CHECK(report.ok());
     CHECK(report.files_checked == files.size());
 
@@ -72,7 +72,7 @@ TEST_CASE("ember run --trace FILE writes the journal there, a failed run leaves 
     CHECK(manifest.at("trace").at("file").is_null());
     CHECK(manifest.at("tensors").as_array().empty());
     CHECK(manifest.at("tensor_contract").is_null());
-    CHECK(extract::verify_run_directory(run.output_dir).ok());
+    CHECK(record::verify_run_directory(run.output_dir).ok());
 
     // A strict experiment failure replacing an earlier run (--overwrite): run.json says
     // failed; the earlier manifest is gone.

@@ -179,7 +179,7 @@ TEST_CASE("run.json and the manifest record every input by content") {
     }
     CHECK(prefill_rows == 1);
     CHECK(total_rows == 1);
-    CHECK(extract::verify_run_directory(run.output_dir).ok());
+    CHECK(record::verify_run_directory(run.output_dir).ok());
 }
 
 TEST_CASE("a file an experiment reads through the host is an input, by the digest of the bytes it got") {
@@ -208,7 +208,7 @@ TEST_CASE("a file an experiment reads through the host is an input, by the diges
     CHECK(!input_with(inputs, "experiment_file"));  // no config string names a file
     const json::object manifest = json::parse(read_text(run.output_dir / "manifest.json")).as_object();
     CHECK(manifest.at("inputs") == run.report.at("inputs"));
-    CHECK(extract::verify_run_directory(run.output_dir).ok());
+    CHECK(record::verify_run_directory(run.output_dir).ok());
 
     // A file the host cannot read fails the experiment with the host's reason, naming it.
     TempDir missing;

@@ -84,7 +84,7 @@ TEST_CASE("ember sweep: a broken config is reported and the others finish, one m
         CHECK(row.at("generated_tokens").to_number<int>() == 3);
         CHECK(row.at("prompt_tokens").to_number<int>() > 0);
         CHECK(str(row.at("output_dir")) == s.out(name).string());
-        CHECK(extract::verify_run_directory(s.out(name)).ok());
+        CHECK(record::verify_run_directory(s.out(name)).ok());
         const json::object report = json::parse(read_text(s.out(name) / "run.json")).as_object();
         CHECK(report.at("run_id") == row.at("run_id"));
         CHECK(stage_calls(report.at("experiments").at("experiments").as_array().at(0), "on_model_loaded") == 1);

@@ -58,7 +58,7 @@ TEST_CASE("ember verify accepts an untouched run directory") {
     CHECK_MESSAGE(r.exit_code == 0, r.output);
     // 4 hidden-state arrays, logits, 2 x 2 lens arrays and 2 lens pieces files, the trace.
     CHECK(r.output.find("ok: 12 files match") != std::string::npos);
-    const extract::VerifyReport report = extract::verify_run_directory(out);
+    const record::VerifyReport report = record::verify_run_directory(out);
     CHECK(report.ok());
     CHECK(report.warnings.empty());
     CHECK(report.config_hash.size() == 64);
@@ -89,7 +89,7 @@ TEST_CASE("a flipped byte anywhere in the manifest is caught and blamed on manif
         std::string bytes = original;
         bytes[offset] = static_cast<char>(bytes[offset] ^ 0x01);
         write_all(manifest, bytes);
-        const extract::VerifyReport report = extract::verify_run_directory(out);
+        const record::VerifyReport report = record::verify_run_directory(out);
         REQUIRE_MESSAGE(report.problems.size() == 1, "offset " << offset);
         CHECK(report.problems[0].file == "manifest.json");
     }
@@ -136,8 +136,8 @@ TEST_CASE("an array whose header disagrees with a correctly sealed manifest is n
         json::object& entry = t.as_object();
         if (entry.at("file") == "after_layer.layer3.npy") entry["shape"] = {3, 64};
     }
-    write_all(out / "manifest.json", extract::seal_manifest(std::move(manifest)));
-    const extract::VerifyReport report = extract::verify_run_directory(out);
+    write_all(out / "manifest.json", record::seal_manifest(std::move(manifest)));
+    const record::VerifyReport report = record::verify_run_directory(out);
     REQUIRE(!report.ok());
     bool named = false;
     for (const auto& p : report.problems) {
@@ -180,7 +180,7 @@ TEST_CASE("negative, huge and non-integer sizes and shapes are named by file and
         CAPTURE(c.what);
         json::object manifest = original;
         c.edit(manifest);
-        write_all(out / "manifest.json", extract::seal_manifest(std::move(manifest)));
+        write_all(out / "manifest.json", record::seal_manifest(std::move(manifest)));
         const CommandResult r = verify_cli(out);
         CHECK(r.exit_code == 1);
         CHECK_MESSAGE(r.output.find(std::string("manifest.json: ") + c.message) != std::string::npos, r.output);

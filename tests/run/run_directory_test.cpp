@@ -70,7 +70,7 @@ TEST_CASE("a directory holding a run is refused by its run id, --overwrite repla
     CHECK(refused.err.find("holds run " + first_id) != std::string::npos);
     CHECK(refused.err.find("--overwrite") != std::string::npos);
     CHECK(str(refused.report.at("run_id")) == first_id);  // untouched
-    CHECK(extract::verify_run_directory(first.output_dir).ok());
+    CHECK(record::verify_run_directory(first.output_dir).ok());
 
     // The replacement has no trace and no capture: neither may survive from the first run.
     const auto second = ember_run(dir, run_config(kModel, "Once upon a time", 2), "--overwrite");
@@ -78,7 +78,7 @@ TEST_CASE("a directory holding a run is refused by its run id, --overwrite repla
     CHECK(str(second.report.at("replaced_run_id")) == first_id);
     CHECK(!fs::exists(second.output_dir / "trace.jsonl"));
     CHECK(!fs::exists(second.output_dir / "capture"));
-    CHECK(extract::verify_run_directory(second.output_dir).ok());
+    CHECK(record::verify_run_directory(second.output_dir).ok());
     CHECK(leftovers(dir.path()).empty());
 
     // The config key does the same.
@@ -87,7 +87,7 @@ TEST_CASE("a directory holding a run is refused by its run id, --overwrite repla
     const auto third = ember_run(dir, with_key);
     CHECK_MESSAGE(third.exit_code == 0, third.err);
     CHECK(str(third.report.at("replaced_run_id")) == str(second.report.at("run_id")));
-    CHECK(extract::verify_run_directory(third.output_dir).ok());
+    CHECK(record::verify_run_directory(third.output_dir).ok());
 }
 
 TEST_CASE("two processes racing into one directory, 20 times: one wins, one fails cleanly, the result verifies") {
@@ -113,7 +113,7 @@ TEST_CASE("two processes racing into one directory, 20 times: one wins, one fail
         const bool clean = loser.find("in use by another ember process (") != std::string::npos ||
                            loser.find("the output directory holds run ") != std::string::npos;
         CHECK_MESSAGE(clean, loser);
-        const extract::VerifyReport report = extract::verify_run_directory(dir.path() / "out");
+        const record::VerifyReport report = record::verify_run_directory(dir.path() / "out");
         CHECK(report.ok());
         CHECK(leftovers(dir.path() / "out").empty());
     }
@@ -143,7 +143,7 @@ TEST_CASE("two sweeps over the same configs: every result verifies, each run cou
         const std::string oa = str(a[i].at("outcome")), ob = str(b[i].at("outcome"));
         CHECK(((oa == "ok" && ob == "skipped") || (oa == "skipped" && ob == "ok")));
         const fs::path out = dir.path() / "runs" / fmt::format("c{}", i);
-        const extract::VerifyReport report = extract::verify_run_directory(out);
+        const record::VerifyReport report = record::verify_run_directory(out);
         CHECK(report.ok());
         // The run in the directory is the one the counting sweep reports.
         const std::string maker = oa == "ok" ? str(a[i].at("run_id")) : str(b[i].at("run_id"));
@@ -221,7 +221,7 @@ TEST_CASE("a run removes temporaries of dead processes from its directory, and k
     const auto run = ember_run(dir, run_config(kModel, "Once upon a time", 2) + experiment(builtin_plugin("capture")));
     REQUIRE_MESSAGE(run.exit_code == 0, run.err);
     CHECK(leftovers(out).empty());
-    CHECK(extract::verify_run_directory(out).ok());
+    CHECK(record::verify_run_directory(out).ok());
 
     // A temporary of a live process is another writer's: the directory is not empty.
     TempDir live;

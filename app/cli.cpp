@@ -63,7 +63,7 @@ po::options_description model_options() {
 
 void apply_model_options(const po::variables_map& vm, config::ModelSection& model, bool only_given) {
     const auto given = [&](const char* name) { return vm.count(name) && !(only_given && vm[name].defaulted()); };
-    if (given("model")) model.path = std::filesystem::absolute(vm["model"].as<std::string>()).lexically_normal();
+    if (given("model")) model.path = absolute_path(vm["model"].as<std::string>());
     if (given("route")) {
         const std::string& name = vm["route"].as<std::string>();
         const auto route = runtime::route_from_name(name);
@@ -144,7 +144,7 @@ void apply_prompt_options(const po::variables_map& vm, config::PromptSection& pr
         prompt.add_bos = before.add_bos;
     }
     if (vm.count("prompt")) prompt.text = vm["prompt"].as<std::string>();
-    if (vm.count("file")) prompt.file = std::filesystem::absolute(vm["file"].as<std::string>()).lexically_normal();
+    if (vm.count("file")) prompt.file = absolute_path(vm["file"].as<std::string>());
     const bool no_bos = vm.count("no-bos") && vm["no-bos"].as<bool>();
     if (vm.count(ids_option)) {
         if (no_bos) throw UsageError(fmt::format("--no-bos does not apply to --{}: the ids are the sequence as given", ids_option));
@@ -198,7 +198,7 @@ void apply_chat_options(const po::variables_map& vm, config::PromptSection& prom
     prompt = {};
     prompt.target = target;
     prompt.chat = chat::read_vars_file(vm["chat"].as<std::string>());
-    if (vm.count("template")) prompt.chat_template = std::filesystem::absolute(vm["template"].as<std::string>()).lexically_normal();
+    if (vm.count("template")) prompt.chat_template = absolute_path(vm["template"].as<std::string>());
     if (vm.count("template-name")) prompt.chat_template_name = vm["template-name"].as<std::string>();
 }
 
@@ -252,5 +252,11 @@ std::string read_file(const std::filesystem::path& path, std::string_view what) 
 
 
 void print_json(const boost::json::value& value) { std::cout << pretty_json(value) << "\n"; }
+
+std::filesystem::path absolute_path(const std::string& path) { return std::filesystem::absolute(path).lexically_normal(); }
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 }  // namespace ember::app

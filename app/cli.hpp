@@ -1,10 +1,12 @@
 // What every subcommand shares: option parsing with Boost.program_options, the exit
-// codes (0 ok, 1 the work failed, 2 bad usage), JSON printing.
+// codes (0 ok, 1 the work failed, 2 bad usage), paths as options give them, timing, JSON
+// printing.
 #pragma once
 
 #include <boost/json.hpp>
 #include <boost/program_options.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -90,5 +92,11 @@ std::vector<std::string> experiment_configs(const std::vector<std::string>& args
 
 // Pretty-prints a JSON value followed by a newline to stdout.
 void print_json(const boost::json::value& value);
+
+// A path option as stored in a config: absolute, lexically normal (no "." or "..").
+std::filesystem::path absolute_path(const std::string& path);
+
+// Wall-clock seconds since `start` (steady clock), as the timing commands report them.
+double seconds_since(std::chrono::steady_clock::time_point start);
 
 }  // namespace ember::app

@@ -41,8 +41,6 @@ using Clock = std::chrono::steady_clock;
 // peer.mjs's prompt text.
 constexpr const char* kBenchText = "Once upon a time, there was a little girl. كتب الطالب الدرس في المكتبة. ";
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
 std::size_t positive_option(const po::variables_map& vm, const char* name, long long min) {
     const long long v = vm[name].as<long long>();
     if (v < min) throw UsageError(fmt::format("ember bench: --{} {} must be at least {}", name, v, min));

@@ -31,8 +31,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path absolute(const std::string& path) { return fs::absolute(path).lexically_normal(); }
-
 // "comma-separated: before_layer, ..." from the stage table.
 std::string stage_list_help() {
     std::string list;
@@ -52,7 +50,7 @@ config::RunConfig config_from_options(const po::variables_map& vm, const std::ve
                          "--dataset FILE");
     apply_model_options(vm, c.model, false);
     if (vm.count("dataset")) {
-        c.dataset.path = absolute(vm["dataset"].as<std::string>());
+        c.dataset.path = absolute_path(vm["dataset"].as<std::string>());
         if (vm.count("target")) throw UsageError("ember extract --dataset: a sample's target is its \"target\" field");
     }
     apply_prompt_options(vm, c.prompt, false);
@@ -65,7 +63,7 @@ config::RunConfig config_from_options(const po::variables_map& vm, const std::ve
         throw UsageError("ember extract --dataset: --chat " + vm["chat"].as<std::string>() +
                          " gives the defaults of the dataset's conversations (add_generation_prompt, enable_thinking, "
                          "tools...); its messages come from the lines");
-    c.output.dir = absolute(vm["out"].as<std::string>());
+    c.output.dir = absolute_path(vm["out"].as<std::string>());
     c.output.extract = true;
     extract::parse_stages(vm["stages"].as<std::string>(), c.output);
     extract::parse_layers(vm["layers"].as<std::string>(), c.output);
@@ -97,7 +95,7 @@ config::RunConfig config_from_options(const po::variables_map& vm, const std::ve
         const std::vector<std::string> configs = experiment_configs(args, vm);
         for (const std::string& plugin : vm["experiment"].as<std::vector<std::string>>()) {
             config::ExperimentEntry e;
-            e.plugin = absolute(plugin);
+            e.plugin = absolute_path(plugin);
             e.config_json = configs.at(n);
             e.base_dir = fs::current_path();
             e.origin = fmt::format("--experiment {}", ++n);
@@ -105,7 +103,7 @@ config::RunConfig config_from_options(const po::variables_map& vm, const std::ve
         }
     }
     if (vm.count("sae"))
-        for (const std::string& dir : vm["sae"].as<std::vector<std::string>>()) c.saes.push_back({absolute(dir), std::nullopt, true});
+        for (const std::string& dir : vm["sae"].as<std::vector<std::string>>()) c.saes.push_back({absolute_path(dir), std::nullopt, true});
     const std::string sae_output = vm["sae-output"].as<std::string>();
     if (sae_output != "dense" && sae_output != "sparse") throw UsageError("--sae-output must be dense or sparse");
     if (!vm["sae-output"].defaulted() && !vm.count("sae")) throw UsageError("ember extract: --sae-output goes with --sae DIR");
@@ -117,7 +115,7 @@ config::RunConfig config_from_options(const po::variables_map& vm, const std::ve
     if (vm.count("trace") && c.dataset.path) throw UsageError("ember extract --dataset: --trace is not supported yet");
     if (vm.count("trace")) {
         c.tracing.enabled = true;
-        c.tracing.path = absolute(vm["trace"].as<std::string>());
+        c.tracing.path = absolute_path(vm["trace"].as<std::string>());
     } else {
         c.tracing.path = c.output.dir / "trace.jsonl";
     }

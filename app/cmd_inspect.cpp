@@ -24,7 +24,7 @@ json::value optional_id(const std::optional<std::uint32_t>& id) {
     return id ? json::value(*id) : json::value(nullptr);
 }
 
-json::object describe(const gguf::File& file, const models::ModelConfig& c, const tokenizer::TokenizerInfo& tok,
+json::object model_description(const gguf::File& file, const models::ModelConfig& c, const tokenizer::TokenizerInfo& tok,
                       bool with_tensors, const std::string& sha256) {
     json::object o;
     o["schema_version"] = 1;
@@ -86,7 +86,7 @@ json::object describe(const gguf::File& file, const models::ModelConfig& c, cons
     return o;
 }
 
-void print_text(const gguf::File& file, const models::ModelConfig& c, const tokenizer::TokenizerInfo& tok,
+void print_model_text(const gguf::File& file, const models::ModelConfig& c, const tokenizer::TokenizerInfo& tok,
                 bool with_tensors, const std::string& sha256) {
     fmt::print("file        {} ({} bytes, GGUF v{}, alignment {})\n", file.source(), file.file_size(), file.version(),
                file.alignment());
@@ -151,9 +151,9 @@ int run_inspect(const std::vector<std::string>& args) {
     const auto tok = tokenizer::read_tokenizer_info(file);
     const std::string sha = vm["sha256"].as<bool>() ? sha256_file_hex(file.source()) : std::string();
     if (vm["json"].as<bool>()) {
-        print_json(describe(file, config, tok, vm["tensors"].as<bool>(), sha));
+        print_json(model_description(file, config, tok, vm["tensors"].as<bool>(), sha));
     } else {
-        print_text(file, config, tok, vm["tensors"].as<bool>(), sha);
+        print_model_text(file, config, tok, vm["tensors"].as<bool>(), sha);
     }
     return kExitOk;
 }

@@ -23,7 +23,7 @@ namespace json = boost::json;
 // How long loading one plugin may take, by default, before the child inspecting it is ended.
 constexpr long long kDefaultInspectLimitS = 10;
 
-json::object describe(const experiments::PluginLibrary& plugin) {
+json::object plugin_description(const experiments::PluginLibrary& plugin) {
     json::array stages;
     for (auto s : plugin.implemented_stages()) stages.emplace_back(experiments::stage_id_name(s));
     return json::object{
@@ -37,7 +37,7 @@ json::object describe(const experiments::PluginLibrary& plugin) {
     };
 }
 
-void print_text(const json::object& plugin) {
+void print_plugin_text(const json::object& plugin) {
     std::string stages;
     for (const auto& s : plugin.at("stages").as_array())
         stages += fmt::format("{}{}", stages.empty() ? "" : ", ", std::string_view(s.as_string()));
@@ -81,7 +81,7 @@ json::object inspect_in_child(const std::string& path, long long limit_s) {
 int run_plugins(const std::vector<std::string>& args) {
     // The child's side: load one plugin here and print its descriptor as JSON.
     if (args.size() == 2 && args[0] == "inspect-in-this-process") {
-        print_json(describe(*experiments::PluginLibrary::load(args[1])));
+        print_json(plugin_description(*experiments::PluginLibrary::load(args[1])));
         return kExitOk;
     }
     po::options_description options("ember plugins validate PLUGIN.so... [--json]");
@@ -114,7 +114,7 @@ int run_plugins(const std::vector<std::string>& args) {
         }
         if (!first) fmt::print("\n");
         first = false;
-        print_text(plugin);
+        print_plugin_text(plugin);
     }
     if (vm.count("json")) print_json(described.size() == 1 ? json::value(described.front()) : json::value(described));
     return kExitOk;

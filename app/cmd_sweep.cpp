@@ -65,7 +65,7 @@ private:
     std::string running_;
 };
 
-void print_table(const std::vector<SweepRun>& runs) {
+void print_sweep_table(const std::vector<SweepRun>& runs) {
     fmt::print("{:<8} {:>6} {:>6} {:>10} {:>10}  {}\n", "outcome", "prompt", "tokens", "prefill_ms", "total_ms",
                "config -> output dir");
     for (const SweepRun& r : runs) {
@@ -114,8 +114,6 @@ int list_runs(const std::vector<SweepInput>& inputs, std::size_t first) {
     fmt::print(stderr, "ember sweep: {} runs\n", inputs.size());
     return status;
 }
-
-std::filesystem::path absolute(const std::string& path) { return std::filesystem::absolute(path).lexically_normal(); }
 
 }  // namespace
 
@@ -169,17 +167,17 @@ int run_sweep(const std::vector<std::string>& args) {
     if (list) return list_runs(inputs, first);
     if (collect) {
         const std::vector<SweepRun> runs = collect_sweep(inputs);
-        print_table(runs);
+        print_sweep_table(runs);
         write_summary(summary, runs);
         return report_counts(runs);
     }
     if (slurm) {
         SlurmPlan plan;
-        plan.dir = absolute(vm.count("slurm-dir") ? vm["slurm-dir"].as<std::string>()
+        plan.dir = absolute_path(vm.count("slurm-dir") ? vm["slurm-dir"].as<std::string>()
                                                   : "slurm-" + std::filesystem::path(arguments.front()).stem().string());
         check_output_directory("--slurm-dir", plan.dir);
         plan.ember = std::filesystem::read_symlink("/proc/self/exe");
-        for (const std::string& a : arguments) plan.configs.push_back(absolute(a));
+        for (const std::string& a : arguments) plan.configs.push_back(absolute_path(a));
         plan.runs = inputs.size();
         const long long shards = vm.count("shards") ? vm["shards"].as<long long>()
                                                     : static_cast<long long>(std::max<std::size_t>(inputs.size(), 1));
@@ -189,7 +187,7 @@ int run_sweep(const std::vector<std::string>& args) {
         if (vm.count("slurm-opt")) plan.options = vm["slurm-opt"].as<std::vector<std::string>>();
         if (jobs != 1) plan.sweep_options.push_back(fmt::format("--jobs {}", jobs));
         if (vm["force"].as<bool>()) plan.sweep_options.push_back("--force");
-        plan.summary = summary.empty() ? plan.dir / "summary.csv" : absolute(summary);
+        plan.summary = summary.empty() ? plan.dir / "summary.csv" : absolute_path(summary);
         for (const DatasetMerge& m : dataset_merges(inputs)) plan.merges.push_back({m.shards, m.unsharded.output.dir});
         const SlurmScripts scripts = write_slurm_scripts(plan);
         fmt::print("{}\n{}\n", scripts.sweep.string(), scripts.summary.string());
@@ -217,7 +215,7 @@ int run_sweep(const std::vector<std::string>& args) {
     const std::vector<SweepRun> runs = execute_sweep(inputs, sweep);
     progress.clear();
 
-    print_table(runs);
+    print_sweep_table(runs);
     write_summary(summary, runs);
     const int status = report_counts(runs);
     // The whole sweep ran here: its sharded dataset runs are merged (a --shard K/N task

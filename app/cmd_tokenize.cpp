@@ -27,8 +27,6 @@ namespace {
 namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
 void print_ids(const std::vector<tokenizer::Token>& tokens) {
     // Every id written in place with to_chars into a buffer sized once (11 bytes an id with
     // its space), not a format string per id: that was a quarter of a 1 MB text's whole run.
@@ -44,7 +42,7 @@ void print_ids(const std::vector<tokenizer::Token>& tokens) {
     write_stdout_or_throw(out);
 }
 
-void print_table(const tokenizer::Tokenizer& tok, const std::string& model_path, std::size_t text_bytes,
+void print_token_table(const tokenizer::Tokenizer& tok, const std::string& model_path, std::size_t text_bytes,
                  const std::vector<tokenizer::Token>& tokens) {
     fmt::memory_buffer out;
     fmt::format_to(std::back_inserter(out), "# {} tokens for {} bytes; tokenizer {}/{} ({})\n", tokens.size(), text_bytes,
@@ -189,7 +187,7 @@ int run_tokenize(const std::vector<std::string>& args) {
     } else if (vm["ids"].as<bool>()) {
         print_ids(tokens);
     } else {
-        print_table(tok, model_path, text.size(), tokens);
+        print_token_table(tok, model_path, text.size(), tokens);
     }
     if (vm["timing"].as<bool>()) {
         fmt::print(stderr, "{{\"load_s\": {:.6f}, \"tokenize_s\": {:.6f}, \"tokens\": {}, \"bytes\": {}}}\n", load_s,

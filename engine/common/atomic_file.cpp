@@ -23,14 +23,14 @@ constexpr std::size_t kBufferBytes = std::size_t{1} << 20;
 
 // The paths SIGINT/SIGTERM remove. Process-wide by nature (a signal handler has no other
 // way to find them); a slot is claimed with an atomic flag, so threads may register.
-constexpr std::size_t kSlots = 256;
+constexpr std::size_t kRemoveOnSignalSlots = 256;
 constexpr std::size_t kPathBytes = 4096;
 struct Slot {
     std::atomic<bool> used{false};
     std::atomic<bool> ready{false};
     char path[kPathBytes];
 };
-std::array<Slot, kSlots> g_remove_on_signal;
+std::array<Slot, kRemoveOnSignalSlots> g_remove_on_signal;
 std::atomic<int> g_deferring{0};      // supervisors watching a worker
 std::atomic<int> g_deferred_signal{0};
 
@@ -69,7 +69,7 @@ std::FILE* create_temporary(const std::filesystem::path& temp) {
 RemoveOnSignal::RemoveOnSignal(const std::filesystem::path& path) {
     const std::string& text = path.native();
     if (text.size() + 1 > kPathBytes) return;
-    for (std::size_t i = 0; i < kSlots; ++i) {
+    for (std::size_t i = 0; i < kRemoveOnSignalSlots; ++i) {
         bool expected = false;
         if (!g_remove_on_signal[i].used.compare_exchange_strong(expected, true)) continue;
         std::memcpy(g_remove_on_signal[i].path, text.c_str(), text.size() + 1);

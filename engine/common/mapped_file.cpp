@@ -25,8 +25,8 @@ struct MappingSlot {
     std::atomic<bool> truncated{false};
     std::atomic<std::uintptr_t> first_fault{0};
 };
-constexpr int kSlots = 256;
-MappingSlot g_slots[kSlots];
+constexpr int kMappingSlots = 256;
+MappingSlot g_slots[kMappingSlots];
 struct sigaction g_previous {};
 std::uintptr_t g_page_size = 4096;
 static_assert(std::atomic<std::uintptr_t>::is_always_lock_free && std::atomic<bool>::is_always_lock_free);
@@ -85,7 +85,7 @@ int register_mapping(const std::byte* begin, std::size_t size) {
     const auto b = reinterpret_cast<std::uintptr_t>(begin);
     const std::uintptr_t end = (b + size + g_page_size - 1) & ~(g_page_size - 1);
     const std::lock_guard<std::mutex> lock(g_register_lock);
-    for (int i = 0; i < kSlots; ++i) {
+    for (int i = 0; i < kMappingSlots; ++i) {
         MappingSlot& slot = g_slots[i];
         if (slot.begin.load() != 0) continue;
         slot.truncated.store(false);

@@ -37,7 +37,7 @@ json::object without(const json::object& o, std::string_view key) {
     return out;
 }
 
-std::string read_text(const fs::path& path) {
+std::string read_shard_file(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw Error(fmt::format("{}: cannot read", path.string()));
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -83,7 +83,7 @@ ShardDir read_shard(const fs::path& dir) {
         throw Error(fmt::format("ember merge: {}: the shard does not verify: {}: {} (ember verify {} lists every problem)",
                                 dir.string(), p.file, p.message, dir.string()));
     }
-    const std::string text = read_text(dir / record::kManifestName);
+    const std::string text = read_shard_file(dir / record::kManifestName);
     s.manifest = parse_strict_json(text, (dir / record::kManifestName).string()).as_object();  // it verified: a sealed JSON object
     const json::value* kind = s.manifest.if_contains("kind");
     if (!kind || *kind != "ember.dataset_extraction")

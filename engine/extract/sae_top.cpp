@@ -21,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 namespace json = boost::json;
 
-std::string read_text(const fs::path& path) {
+std::string read_manifest_text(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw Error(fmt::format("{}: cannot open", path.string()));
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -137,7 +137,7 @@ void fill_token(TopRow& row, const json::object& token) {
 TopRows top_feature_rows(const fs::path& dir, const TopRequest& request) {
     const fs::path manifest_path = dir / record::kManifestName;
     if (!fs::exists(manifest_path)) throw Error(fmt::format("{}: no {}: not a finished run directory", dir.string(), record::kManifestName));
-    const json::value parsed = parse_strict_json(read_text(manifest_path), manifest_path.string());
+    const json::value parsed = parse_strict_json(read_manifest_text(manifest_path), manifest_path.string());
     if (!parsed.is_object()) throw Error(fmt::format("{}: not a JSON object", manifest_path.string()));
     const json::object& manifest = parsed.as_object();
     const json::value* list = manifest.if_contains("sae_features");

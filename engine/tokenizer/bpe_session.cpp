@@ -14,10 +14,10 @@
 namespace ember::tokenizer {
 namespace {
 
-constexpr char32_t kSpaceMark = 0x2581;  // '▁', Gemma 4's spelling of a space
+constexpr char32_t kSpaceMarkCodepoint = 0x2581;  // '▁', Gemma 4's spelling of a space
 
 // A run of the word's bytes; merged symbols leave len 0 behind.
-struct Symbol {
+struct BpeSymbol {
     std::uint32_t start;
     std::uint32_t len;
     std::int32_t prev;
@@ -67,7 +67,7 @@ private:
         for (std::size_t pos = start; pos < end;) {
             const auto d = unicode::decode(fragment, pos);
             const bool escape_space = !model_.byte_encoded_ && d.cp == ' ';
-            cps_.push_back(escape_space ? kSpaceMark : d.cp);
+            cps_.push_back(escape_space ? kSpaceMarkCodepoint : d.cp);
             cp_start_.push_back(pos);
             pos += d.length;
         }
@@ -146,8 +146,8 @@ private:
             std::pop_heap(queue_.begin(), queue_.end(), lower_priority);
             const Pair best = queue_.back();
             queue_.pop_back();
-            Symbol& left = symbols_[static_cast<std::size_t>(best.left)];
-            Symbol& right = symbols_[static_cast<std::size_t>(best.right)];
+            BpeSymbol& left = symbols_[static_cast<std::size_t>(best.left)];
+            BpeSymbol& right = symbols_[static_cast<std::size_t>(best.right)];
             // Stale: a side was merged away or has changed since the pair was queued.
             if (left.len == 0 || right.len == 0 || left.id != best.left_id || right.id != best.right_id) continue;
             left.len += right.len;
@@ -163,7 +163,7 @@ private:
     void emit(SpanWriter& writer) {
         if (symbols_.empty()) return;
         for (std::int32_t i = 0; i != -1; i = symbols_[static_cast<std::size_t>(i)].next) {
-            const Symbol& s = symbols_[static_cast<std::size_t>(i)];
+            const BpeSymbol& s = symbols_[static_cast<std::size_t>(i)];
             if (vocab_.contains(s.id)) {
                 writer.emit(s.id, origin_[s.start + s.len]);
             } else if (model_.byte_encoded_) {
@@ -177,7 +177,7 @@ private:
     // gpt2, a symbol that is no token: llama.cpp looks up each byte of its byte-encoded
     // spelling as a one-byte token and drops the bytes that are none (the next token's
     // span absorbs them).
-    void emit_single_bytes(const Symbol& s, SpanWriter& writer) {
+    void emit_single_bytes(const BpeSymbol& s, SpanWriter& writer) {
         for (std::uint32_t k = s.start; k < s.start + s.len; ++k) {
             encoded_.clear();
             unicode::append_utf8(encoded_, byte_encoding::codepoint_of(static_cast<unsigned char>(word_[k])));
@@ -189,7 +189,7 @@ private:
     }
 
     // gemma4: each byte of a symbol that is no token becomes its <0xXX> token.
-    void emit_byte_tokens(const Symbol& s, SpanWriter& writer) {
+    void emit_byte_tokens(const BpeSymbol& s, SpanWriter& writer) {
         for (std::uint32_t k = s.start; k < s.start + s.len; ++k) {
             const auto byte = static_cast<unsigned char>(word_[k]);
             const std::int32_t token = vocab_.byte_token(byte);
@@ -210,7 +210,7 @@ private:
     std::string word_;
     std::string encoded_;
     std::vector<std::size_t> origin_;
-    std::vector<Symbol> symbols_;
+    std::vector<BpeSymbol> symbols_;
     std::vector<Pair> queue_;
 };
 

@@ -48,7 +48,7 @@ EscapedText escape_spaces(std::string_view input, std::size_t start, std::size_t
 }
 
 // A run of the escaped text; merged symbols leave len 0 behind.
-struct Symbol {
+struct SpmSymbol {
     std::uint32_t start;
     std::uint32_t len;
     std::int32_t prev;
@@ -160,8 +160,8 @@ private:
 
     void try_bigram(std::int32_t left, std::int32_t right) {
         if (left < 0 || right < 0) return;
-        const Symbol& l = symbols_[static_cast<std::size_t>(left)];
-        const Symbol& r = symbols_[static_cast<std::size_t>(right)];
+        const SpmSymbol& l = symbols_[static_cast<std::size_t>(left)];
+        const SpmSymbol& r = symbols_[static_cast<std::size_t>(right)];
         const std::uint32_t size = l.len + r.len;
         const std::int32_t token = pairs_.find(vocab_, std::string_view(e_.text).substr(l.start, size));
         if (token == Vocabulary::kNone) return;
@@ -174,8 +174,8 @@ private:
             std::pop_heap(queue_.begin(), queue_.end(), lower_priority);
             const Bigram best = queue_.back();
             queue_.pop_back();
-            Symbol& left = symbols_[static_cast<std::size_t>(best.left)];
-            Symbol& right = symbols_[static_cast<std::size_t>(best.right)];
+            SpmSymbol& left = symbols_[static_cast<std::size_t>(best.left)];
+            SpmSymbol& right = symbols_[static_cast<std::size_t>(best.right)];
             // Stale: one side was merged away, or grew since this pair was queued.
             if (left.len == 0 || right.len == 0 || left.len + right.len != best.size) continue;
             left.len += right.len;
@@ -193,7 +193,7 @@ private:
     void emit(SpanWriter& writer) {
         if (symbols_.empty()) return;
         for (std::int32_t i = 0; i != -1; i = symbols_[static_cast<std::size_t>(i)].next) {
-            const Symbol& s = symbols_[static_cast<std::size_t>(i)];
+            const SpmSymbol& s = symbols_[static_cast<std::size_t>(i)];
             std::int32_t token = s.token;
             if (token == Vocabulary::kNone) token = pairs_.find(vocab_, std::string_view(e_.text).substr(s.start, s.len));
             if (token != Vocabulary::kNone) {
@@ -216,7 +216,7 @@ private:
     const Vocabulary& vocab_;
     const EscapedText& e_;
     ShortPairCache pairs_;
-    std::vector<Symbol> symbols_;
+    std::vector<SpmSymbol> symbols_;
     std::vector<Bigram> queue_;
 };
 

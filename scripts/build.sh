@@ -4,6 +4,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${EMBER_BUILD_DIR:-$root/build}
-source "$root/scripts/ccache-args.sh"
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release "${ccache_args[@]}" >/dev/null
+source "$root/scripts/cmake-args.sh"
+ember_generator "$build"
+cmake -S "$root" -B "$build" "${generator_args[@]}" -DCMAKE_BUILD_TYPE=Release "${ccache_args[@]}" >/dev/null
 cmake --build "$build" -j "${EMBER_JOBS:-2}" "$@"

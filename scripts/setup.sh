@@ -14,6 +14,7 @@ packages=(
   pybind11-dev python3-pybind11 python3-dev python3-pytest  # the Python package (python/) and its tests
   slurm-wlm munge              # scripts/test-slurm.sh: a one-host Slurm cluster for ember sweep --slurm
   ccache                       # the build scripts reuse objects between builds and clones
+  ninja-build                  # new build trees use Ninja (scripts/cmake-args.sh)
   python3-torch                # test-only: tests/attribution checks gradients against PyTorch autograd
 )
 

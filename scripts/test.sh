@@ -15,8 +15,9 @@ echo "== without the fast route (-DEMBER_FAST=OFF, as off x86-64): the reference
 # Its own build directory; only ember and a few suites, so it stays a few minutes on 2 cores.
 no_fast_dir="${EMBER_NO_FAST_BUILD_DIR:-$root/build-nofast}"
 no_fast_suites=(reference_kernels_test hostile_files_test validation_test golden_test generate_cli_test)
-source "$root/scripts/ccache-args.sh"
-cmake -S "$root" -B "$no_fast_dir" -DCMAKE_BUILD_TYPE=Release -DEMBER_FAST=OFF "${ccache_args[@]}" > /dev/null
+source "$root/scripts/cmake-args.sh"
+ember_generator "$no_fast_dir"
+cmake -S "$root" -B "$no_fast_dir" "${generator_args[@]}" -DCMAKE_BUILD_TYPE=Release -DEMBER_FAST=OFF "${ccache_args[@]}" > /dev/null
 cmake --build "$no_fast_dir" -j 2 --target ember "${no_fast_suites[@]}"
 no_fast_regex=$(IFS='|'; echo "^(${no_fast_suites[*]})/")
 ctest --test-dir "$no_fast_dir" --output-on-failure -j 2 -R "$no_fast_regex"

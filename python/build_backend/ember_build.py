@@ -38,7 +38,7 @@ def _build_package() -> str:
     build = os.environ.get("EMBER_BUILD_DIR", os.path.join(ROOT, "build-pip"))
     jobs = os.environ.get("EMBER_JOBS", "2")
     launcher = []
-    if shutil.which("ccache"):  # as scripts/ccache-args.sh
+    if shutil.which("ccache"):  # as scripts/cmake-args.sh
         os.environ.setdefault("CCACHE_BASEDIR", ROOT)
         launcher = ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache", "-DCMAKE_C_COMPILER_LAUNCHER=ccache"]
     subprocess.check_call(["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DEMBER_PYTHON=ON",

@@ -59,7 +59,7 @@ std::string hex(std::string_view bytes) {
 }  // namespace
 
 TEST_CASE("ember extract matches the f32 goldens on every fixture and prompt (C++ and NumPy read-back)") {
-    const std::filesystem::path checker = std::filesystem::path(__FILE__).parent_path() / "check_extraction.py";
+    const std::filesystem::path checker = std::filesystem::path(EMBER_TEST_SOURCE_DIR) / "check_extraction.py";
     for (const char* name : kFixtureModels) {
         const std::filesystem::path model_path = fixture_path(fmt::format("models/{}.gguf", name));
         const gguf::File file = gguf::File::open(model_path);

@@ -42,11 +42,7 @@ private:
             if (ext == ".json" || ext == ".jsonl") any = true;
         }
         if (!any) return;
-#ifdef EMBER_STRICT_JSON_CHECK
-        const std::string script = EMBER_STRICT_JSON_CHECK;
-#else
-        const std::string script = (std::filesystem::path(__FILE__).parent_path() / "strict_json_check.py").string();
-#endif
+        const std::string script = EMBER_STRICT_JSON_CHECK;  // tests/CMakeLists.txt
         const std::string command = "python3 '" + script + "' '" + path_.string() + "' 2>&1";
         std::string output;
         if (std::FILE* pipe = ::popen(command.c_str(), "r")) {

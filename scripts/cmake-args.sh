@@ -24,12 +24,12 @@ ember_generator() {
   if command -v ninja > /dev/null && [ ! -f "$1/CMakeCache.txt" ]; then generator_args=(-G Ninja); fi
 }
 
-# `quiet_build ARGS...`: `cmake --build ARGS` with its output held back and shown on stderr
-# if the build fails (Ninja writes a compiler's errors to stdout, which callers discard).
-quiet_build() {
+# `quietly COMMAND...`: a build command with its output held back and shown on stderr if it
+# fails (Ninja writes a compiler's errors to stdout, which callers discard).
+quietly() {
   local log
   log=$(mktemp)
-  if cmake --build "$@" > "$log" 2>&1; then rm -f "$log"; return 0; fi
+  if "$@" > "$log" 2>&1; then rm -f "$log"; return 0; fi
   cat "$log" >&2
   rm -f "$log"
   return 1

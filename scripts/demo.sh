@@ -24,13 +24,9 @@ model=$(realpath "$model")
 "$root/scripts/setup.sh" >/dev/null
 # Only what the demo runs: the ember binary and the two experiments it loads (the test
 # command builds everything else).
-build_log=$(mktemp)
-if ! "$root/scripts/build.sh" --target ember ember_plugin_ablate ember_plugin_finite_check > "$build_log" 2>&1; then
-  cat "$build_log" >&2  # the compiler's errors (Ninja writes them to stdout)
-  echo "demo: the build failed" >&2
-  exit 1
-fi
-rm -f "$build_log"
+source "$root/scripts/cmake-args.sh"
+quietly "$root/scripts/build.sh" --target ember ember_plugin_ablate ember_plugin_finite_check ||
+  { echo "demo: the build failed" >&2; exit 1; }
 cd "$root"
 config=configs/demo.toml
 ember=build/app/ember

@@ -17,5 +17,5 @@ CC=clang CXX=clang++ cmake -S "$root" -B "$build" "${generator_args[@]}" -DCMAKE
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
   -DEMBER_SANITIZE=ON -DEMBER_FUZZ=ON "${ccache_args[@]}" >/dev/null
-quiet_build "$build" -j "${EMBER_JOBS:-2}" --target "$@"
+quietly cmake --build "$build" -j "${EMBER_JOBS:-2}" --target "$@"
 echo "$build"

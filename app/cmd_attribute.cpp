@@ -120,8 +120,8 @@ int run_attribute(const std::vector<std::string>& args) {
         ("contrast", po::value<std::string>(), "logit-diff: the token or continuation subtracted")
         ("out", po::value<std::string>(), "the run directory to write")
         ("stages", po::value<std::string>()->default_value("after_layer"),
-         "comma-separated: before_layer, attention_pattern, head_outputs, after_attention, residual_mid, mlp_activation, "
-         "after_mlp, after_layer, before_logits; sae_features with --sae")
+         "comma-separated: before_layer, attention_pattern, head_outputs, after_attention, residual_mid, mlp_input, "
+         "mlp_activation, after_mlp, after_layer, before_logits; sae_features with --sae")
         ("layers", po::value<std::string>()->default_value("all"), "all, or comma-separated layer indices")
         ("positions", po::value<std::string>()->default_value("all"), "all, last, or comma-separated prompt positions")
         ("select", po::value<std::string>(),
@@ -156,7 +156,7 @@ int run_attribute(const std::vector<std::string>& args) {
     std::optional<features::Sae> sae;
     if (wants_sae_features) {
         sae = features::load_sae(fs::absolute(vm["sae"].as<std::string>()).lexically_normal());
-        features::check_sae_against_model(*sae, features::site_widths(model.model->config()));
+        features::fit_sae_to_model(*sae, features::site_widths(model.model->config()));
         request.sae = &*sae;
     }
     const attribution::AttributeResult r = attribution::run_attribution(model, gradient_model, request);

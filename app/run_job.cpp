@@ -139,7 +139,7 @@ std::vector<features::Sae> load_saes(const config::RunConfig& config, const mode
     std::vector<features::Sae> out;
     for (const config::SaeEntry& entry : config.saes) {
         out.push_back(features::load_sae(entry.path, {entry.site}));
-        features::check_sae_against_model(out.back(), features::site_widths(model));
+        features::fit_sae_to_model(out.back(), features::site_widths(model));
     }
     return out;
 }

@@ -112,6 +112,7 @@ void GradientModel::layer_backward(std::uint32_t il, const Tape& tape, const Lay
     else swiglu_backward(lt.gate.view(), lt.up.view(), dact.view(), dgate.view(), dup.view());
     Matrix dh = matmul_back(dgate, w.mlp.gate);
     add_to(dh, matmul_back(dup, w.mlp.up));
+    emit(sink, Stage::MlpInput, il, lt.mlp_in, dh);
     add_to(dx, rms_back(lt.x_mid, w.mlp.norm, eps, dh));  // dx is now dM/d x_mid
     emit(sink, Stage::ResidualMid, il, lt.x_mid, dx);
 

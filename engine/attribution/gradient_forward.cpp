@@ -89,8 +89,8 @@ namespace {
 void observe_layer(const SiteSink& observe, std::uint32_t il, const LayerTape& lt) {
     const std::pair<Stage, const Matrix*> sites[] = {
         {Stage::BeforeLayer, &lt.x_in},       {Stage::AttentionPattern, &lt.pattern}, {Stage::HeadOutputs, &lt.heads},
-        {Stage::AfterAttention, &lt.attn_out}, {Stage::ResidualMid, &lt.x_mid},       {Stage::MlpActivation, &lt.act},
-        {Stage::AfterMlp, &lt.mlp_out},       {Stage::AfterLayer, &lt.x_out},
+        {Stage::AfterAttention, &lt.attn_out}, {Stage::ResidualMid, &lt.x_mid},       {Stage::MlpInput, &lt.mlp_in},
+        {Stage::MlpActivation, &lt.act},      {Stage::AfterMlp, &lt.mlp_out},         {Stage::AfterLayer, &lt.x_out},
     };
     for (const auto& [stage, m] : sites) observe({stage, il, m->view(), {}});
 }
@@ -188,13 +188,14 @@ void GradientModel::attention_forward(std::uint32_t il, LayerTape& lt, const Lay
     edit_site(edit, Stage::ResidualMid, il, lt.x_mid);
 }
 
-// models/feed_forward.cpp feed_forward_activation, ffn_down, Gemma 4's post-norm.
+// models/feed_forward.cpp feed_forward_input and _activation, ffn_down, Gemma 4's post-norm.
 void GradientModel::mlp_forward(std::uint32_t il, LayerTape& lt, const SiteEdit& edit) const {
     const MlpWeights& w = w_.layers[il].mlp;
     const float eps = config_.rms_eps;
-    const Matrix h = rms_norm(lt.x_mid, w.norm, eps);  // [T, E]
-    lt.gate = matmul(h, w.gate);
-    lt.up = matmul(h, w.up);
+    lt.mlp_in = rms_norm(lt.x_mid, w.norm, eps);  // [T, E]
+    edit_site(edit, Stage::MlpInput, il, lt.mlp_in);
+    lt.gate = matmul(lt.mlp_in, w.gate);
+    lt.up = matmul(lt.mlp_in, w.up);
     lt.act = Matrix::zeros(lt.gate.rows, lt.gate.cols);
     if (is_gemma(config_)) ref::geglu(lt.gate.view(), lt.up.view(), lt.act.view());
     else ref::swiglu(lt.gate.view(), lt.up.view(), lt.act.view());

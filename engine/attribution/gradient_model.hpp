@@ -68,6 +68,7 @@ struct LayerTape {
     Matrix attn_proj;   // [T, E] attn_output's output (Gemma 4: before its post-norm)
     Matrix attn_out;    // [T, E] after_attention
     Matrix x_mid;       // [T, E] the residual after the attention block
+    Matrix mlp_in;      // [T, E] mlp_input: x_mid after the MLP's norm
     Matrix gate;        // [T, n_ff]
     Matrix up;          // [T, n_ff]
     Matrix act;         // [T, n_ff] mlp_activation
@@ -100,7 +101,7 @@ struct Site {
 using SiteSink = std::function<void(const Site&)>;
 
 // Called by the forward at the writable stage sites (before_layer, head_outputs,
-// after_attention, residual_mid, mlp_activation, after_mlp, after_layer) with the tensor
+// after_attention, residual_mid, mlp_input, mlp_activation, after_mlp, after_layer) with the tensor
 // about to be used; it may change it, as a hook may (integrated gradients interpolates a
 // site). The tape keeps it: a recomputing backward makes the same edits again, so it must
 // give the same result for the same tensor and outlive the tape's backward.

@@ -44,6 +44,7 @@ constexpr std::size_t kFieldEnds[] = {
     offsetof(ember_plugin_descriptor, subscribed_stages) + sizeof(ember_plugin_descriptor::subscribed_stages),
     offsetof(ember_plugin_descriptor, residual_mid) + sizeof(ember_plugin_descriptor::residual_mid),
     offsetof(ember_plugin_descriptor, sae_features) + sizeof(ember_plugin_descriptor::sae_features),
+    offsetof(ember_plugin_descriptor, mlp_input) + sizeof(ember_plugin_descriptor::mlp_input),
 };
 static_assert(kFieldEnds[std::size(kFieldEnds) - 1] == sizeof(ember_plugin_descriptor),
               "kFieldEnds lists every field of ember_plugin_descriptor");

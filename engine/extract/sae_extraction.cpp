@@ -24,7 +24,7 @@ std::vector<features::Sae> load_extraction_saes(const config::RunConfig& config,
     for (std::size_t i = 0; i < config.saes.size(); ++i) {
         const config::SaeEntry& entry = config.saes[i];
         features::Sae sae = features::load_sae(entry.path, {entry.site});
-        features::check_sae_against_model(sae, widths);
+        features::fit_sae_to_model(sae, widths);
         if (!sae.site.layer && sae.site.stage != hooks::Stage::BeforeLogits)
             throw Error(fmt::format("{}: an SAE at {} ('{}'): extraction reads SAEs at layer stages and before_logits",
                                     sae.path.string(), hooks::site_text(sae.site), sae.hook_name));

@@ -367,10 +367,10 @@ std::size_t site_width(const hooks::HookSite& site, const SiteWidths& w) {
     }
 }
 
-void check_site(const Sae& sae, const std::string& name, const hooks::HookSite& site, std::size_t width,
-                const SiteWidths& w, std::string_view what) {
+void fit_site(const Sae& sae, const std::string& name, hooks::HookSite& site, std::size_t width, const SiteWidths& w,
+              std::string_view what) {
     try {
-        hooks::check_hook_site(name, site, w.n_layers, w.block_post_norms);
+        site = hooks::fit_hook_site(name, site, w.n_layers, w.block_post_norms);
     } catch (const Error& e) {
         throw Error(fmt::format("{}: {}", sae.path.string(), e.what()));
     }
@@ -397,10 +397,10 @@ SiteWidths site_widths(const models::ModelConfig& c) {
     return w;
 }
 
-void check_sae_against_model(const Sae& sae, const SiteWidths& widths) {
-    check_site(sae, sae.hook_name, sae.site, sae.d_in, widths, "read");
+void fit_sae_to_model(Sae& sae, const SiteWidths& widths) {
+    fit_site(sae, sae.hook_name, sae.site, sae.d_in, widths, "read");
     if (!sae.output_site) return;
-    check_site(sae, *sae.output_hook_name, *sae.output_site, sae.d_out, widths, "write");
+    fit_site(sae, *sae.output_hook_name, *sae.output_site, sae.d_out, widths, "write");
     // The output site must fire after the input one (the stage table is in firing order).
     const auto order = [&](const hooks::HookSite& s) {
         const std::size_t layer = s.layer ? *s.layer : widths.n_layers;

@@ -47,8 +47,9 @@ struct SiteWidths {
 // The widths of `model`'s sites.
 SiteWidths site_widths(const models::ModelConfig& model);
 
-// Checks the SAE's sites against the model (layer, family, width = d_in / d_out). Throws
-// ember::Error naming the SAE's path and its hook name.
-void check_sae_against_model(const Sae& sae, const SiteWidths& widths);
+// Places the SAE's sites in the model (a Hugging Face name may stand for another stage in
+// another family: hooks::fit_hook_site) and checks them (layer, family, width = d_in /
+// d_out). Throws ember::Error naming the SAE's path and its hook name.
+void fit_sae_to_model(Sae& sae, const SiteWidths& widths);
 
 }  // namespace ember::features

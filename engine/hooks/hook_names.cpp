@@ -19,9 +19,6 @@ struct HookNameRow {
     std::string_view refusal;  // empty: the name maps onto `stage`
 };
 
-constexpr std::string_view kNoMlpInputStage =
-    "the MLP block's normed input, for which Ember has no stage (residual_mid is the residual before that norm)";
-
 // clang-format off
 constexpr std::array kHookNames = {
     // TransformerLens (HookedTransformer's hook points; resid_mid = resid_pre + attn_out)
@@ -34,7 +31,9 @@ constexpr std::array kHookNames = {
     HookNameRow{"blocks.{L}.attn.hook_z",        Stage::HeadOutputs,      PostNormUse::Same, ""},
     HookNameRow{"blocks.{L}.attn.hook_pattern",  Stage::AttentionPattern, PostNormUse::Same, ""},
     HookNameRow{"blocks.{L}.mlp.hook_post",      Stage::MlpActivation,    PostNormUse::Same, ""},
-    HookNameRow{"blocks.{L}.ln2.hook_normalized", Stage::ResidualMid,     PostNormUse::Same, kNoMlpInputStage},
+    HookNameRow{"blocks.{L}.ln2.hook_normalized", Stage::MlpInput,        PostNormUse::Same,
+                "the MLP's input norm before its weight (TransformerLens folds the weight into the MLP's input "
+                "weights); Ember's mlp_input is after the weight, so it is a different tensor"},
     HookNameRow{"blocks.{L}.mlp.hook_pre",       Stage::MlpActivation,    PostNormUse::Same,
                 "the MLP's pre-activation, for which Ember has no stage (mlp.hook_post is mlp_activation)"},
     HookNameRow{"ln_final.hook_normalized",      Stage::BeforeLogits,     PostNormUse::Same,
@@ -47,14 +46,18 @@ constexpr std::array kHookNames = {
     HookNameRow{"model.layers.{L}.self_attn",    Stage::AfterAttention,   PostNormUse::BeforePostNorm, ""},
     HookNameRow{"model.layers.{L}.self_attn.output", Stage::AfterAttention, PostNormUse::BeforePostNorm, ""},
     HookNameRow{"model.layers.{L}.self_attn.o_proj.input", Stage::HeadOutputs, PostNormUse::Same, ""},
-    HookNameRow{"model.layers.{L}.post_attention_layernorm", Stage::AfterAttention, PostNormUse::PostNormOnly, ""},
-    HookNameRow{"model.layers.{L}.post_attention_layernorm.output", Stage::AfterAttention, PostNormUse::PostNormOnly, ""},
+    HookNameRow{"model.layers.{L}.post_attention_layernorm", Stage::AfterAttention,
+                PostNormUse::AttentionPostNormOrMlpInput, ""},
+    HookNameRow{"model.layers.{L}.post_attention_layernorm.output", Stage::AfterAttention,
+                PostNormUse::AttentionPostNormOrMlpInput, ""},
+    HookNameRow{"model.layers.{L}.pre_feedforward_layernorm", Stage::MlpInput, PostNormUse::Same, ""},
+    HookNameRow{"model.layers.{L}.pre_feedforward_layernorm.output", Stage::MlpInput, PostNormUse::Same, ""},
+    HookNameRow{"model.layers.{L}.mlp.input",    Stage::MlpInput,         PostNormUse::Same, ""},
     HookNameRow{"model.layers.{L}.mlp",          Stage::AfterMlp,         PostNormUse::BeforePostNorm, ""},
     HookNameRow{"model.layers.{L}.mlp.output",   Stage::AfterMlp,         PostNormUse::BeforePostNorm, ""},
     HookNameRow{"model.layers.{L}.mlp.down_proj.input", Stage::MlpActivation, PostNormUse::Same, ""},
     HookNameRow{"model.layers.{L}.post_feedforward_layernorm", Stage::AfterMlp, PostNormUse::PostNormOnly, ""},
     HookNameRow{"model.layers.{L}.post_feedforward_layernorm.output", Stage::AfterMlp, PostNormUse::PostNormOnly, ""},
-    HookNameRow{"model.layers.{L}.pre_feedforward_layernorm", Stage::ResidualMid, PostNormUse::Same, kNoMlpInputStage},
     HookNameRow{"model.norm",                    Stage::BeforeLogits,     PostNormUse::Same, ""},
     HookNameRow{"model.norm.output",             Stage::BeforeLogits,     PostNormUse::Same, ""},
 };
@@ -127,7 +130,7 @@ HookSite resolve_hook_name(std::string_view name) {
         name));
 }
 
-void check_hook_site(std::string_view name, const HookSite& site, std::uint32_t n_layers, bool block_post_norms) {
+HookSite fit_hook_site(std::string_view name, const HookSite& site, std::uint32_t n_layers, bool block_post_norms) {
     if (site.layer && *site.layer >= n_layers)
         throw Error(fmt::format("hook name '{}': layer {}, but the model has {} layers (0 to {})", name, *site.layer,
                                 n_layers, n_layers - 1));
@@ -137,10 +140,13 @@ void check_hook_site(std::string_view name, const HookSite& site, std::uint32_t 
             "after the post-norm; name the post-norm's output instead (docs/features.md)",
             name, stage_name(site.stage)));
     if (site.post_norm == PostNormUse::PostNormOnly && !block_post_norms)
-        throw Error(fmt::format("hook name '{}': a block post-norm, which this model does not have (in Llama and "
-                                "Qwen3 checkpoints post_attention_layernorm is the MLP's input norm, which has no "
-                                "Ember stage)",
-                                name));
+        throw Error(fmt::format("hook name '{}': a block post-norm, which this model does not have", name));
+    if (site.post_norm == PostNormUse::AttentionPostNormOrMlpInput) {
+        HookSite fitted{block_post_norms ? site.stage : Stage::MlpInput, site.layer,
+                        block_post_norms ? PostNormUse::PostNormOnly : PostNormUse::Same};
+        return fitted;
+    }
+    return site;
 }
 
 std::string site_text(const HookSite& site) {

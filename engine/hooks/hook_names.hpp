@@ -9,9 +9,11 @@
 //   Hugging Face      model.layers.L (its output), model.layers.L.output, model.layers.L.input,
 //                     model.layers.L.self_attn, model.layers.L.mlp (their outputs),
 //                     model.layers.L.self_attn.o_proj.input, model.layers.L.mlp.down_proj.input,
-//                     model.layers.L.post_attention_layernorm / post_feedforward_layernorm
-//                     (Gemma's post-norms only), model.norm; `model.language_model.` may
-//                     stand for `model.` (Gemma 3/4 checkpoints)
+//                     model.layers.L.mlp.input and pre_feedforward_layernorm (the MLP's normed
+//                     input), model.layers.L.post_attention_layernorm (Gemma's attention
+//                     post-norm; in Llama and Qwen3 checkpoints the MLP's input norm),
+//                     model.layers.L.post_feedforward_layernorm (Gemma's only), model.norm;
+//                     `model.language_model.` may stand for `model.` (Gemma 3/4 checkpoints)
 //   Ember             STAGE:L for a layer stage ("after_layer:12"), STAGE for a logits stage
 //
 // A name the table knows but Ember cannot honour (TransformerLens's ln_final.hook_normalized
@@ -34,6 +36,9 @@ enum class PostNormUse {
     Same,             // the same tensor in every family
     BeforePostNorm,   // a block module's raw output: Ember's stage only where the family has no post-norm
     PostNormOnly,     // names the post-norm itself: only a family with block post-norms has it
+    // Hugging Face's post_attention_layernorm: the attention block's post-norm where the
+    // family has block post-norms (Gemma), else the MLP's input norm (Llama, Qwen3: mlp_input).
+    AttentionPostNormOrMlpInput,
 };
 
 struct HookSite {
@@ -46,10 +51,11 @@ struct HookSite {
 // name the table refuses, why) when it is not a hook name Ember understands.
 HookSite resolve_hook_name(std::string_view name);
 
-// Checks a resolved site against a model: the layer exists, and the name means the same
-// tensor in this family (`block_post_norms`: its attention and MLP outputs are
-// post-normed before the residual add). Throws ember::Error naming `name`.
-void check_hook_site(std::string_view name, const HookSite& site, std::uint32_t n_layers, bool block_post_norms);
+// A resolved site in a model: checks that the layer exists and that the name means the
+// same tensor in this family (`block_post_norms`: its attention and MLP outputs are
+// post-normed before the residual add), and returns the stage the name stands for there
+// (only AttentionPostNormOrMlpInput differs by family). Throws ember::Error naming `name`.
+HookSite fit_hook_site(std::string_view name, const HookSite& site, std::uint32_t n_layers, bool block_post_norms);
 
 // "after_layer:12" / "before_logits": Ember's own spelling of a site.
 std::string site_text(const HookSite& site);

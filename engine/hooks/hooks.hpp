@@ -9,6 +9,7 @@
 //   hooks.head_outputs(eval, layer, heads);           // per-head attention output [T, H*D], before attn_output
 //   hooks.after_attention(eval, layer, attn_out);     // attention block output, before the residual add
 //   hooks.residual_mid(eval, layer, hidden);          // residual after the attention add, what the MLP reads
+//   hooks.mlp_input(eval, layer, normed);             // that residual after the MLP's norm, what gate/up read
 //   hooks.mlp_activation(eval, layer, hidden);        // gated activation entering ffn_down [T, n_ff]
 //   hooks.after_mlp(eval, layer, mlp_out);            // MLP block output, before the residual add
 //   hooks.after_layer(eval, layer, hidden);           // residual leaving layer (llama.cpp's l_out-N)
@@ -50,6 +51,7 @@ enum class Stage : std::uint32_t {
     AfterAttention = EMBER_STAGE_AFTER_ATTENTION,
     ResidualMid = EMBER_STAGE_RESIDUAL_MID,
     SaeFeatures = EMBER_STAGE_SAE_FEATURES,  // fired by features::SaeSplicer, not by the families
+    MlpInput = EMBER_STAGE_MLP_INPUT,
     MlpActivation = EMBER_STAGE_MLP_ACTIVATION,
     AfterMlp = EMBER_STAGE_AFTER_MLP,
     AfterLayer = EMBER_STAGE_AFTER_LAYER,
@@ -88,6 +90,7 @@ static_assert(stage_name(Stage::BeforeLayer) == "before_layer" && stage_name(Sta
               stage_name(Stage::AttentionPattern) == "attention_pattern" &&
               stage_name(Stage::HeadOutputs) == "head_outputs" && stage_name(Stage::MlpActivation) == "mlp_activation" &&
               stage_name(Stage::ResidualMid) == "residual_mid" && stage_name(Stage::SaeFeatures) == "sae_features" &&
+              stage_name(Stage::MlpInput) == "mlp_input" &&
               stage_name(Stage::Create) == "create" && stage_name(Stage::OnModelLoaded) == "on_model_loaded" &&
               stage_name(Stage::BeforePrefill) == "before_prefill" &&
               stage_name(Stage::OnGenerationComplete) == "on_generation_complete" &&
@@ -133,6 +136,7 @@ struct DisabledHooks {
     [[gnu::always_inline]] void head_outputs(const EvalInfo&, std::uint32_t, const kernels::Rows&) {}
     [[gnu::always_inline]] void after_attention(const EvalInfo&, std::uint32_t, const kernels::Rows&) {}
     [[gnu::always_inline]] void residual_mid(const EvalInfo&, std::uint32_t, const kernels::Rows&) {}
+    [[gnu::always_inline]] void mlp_input(const EvalInfo&, std::uint32_t, const kernels::Rows&) {}
     [[gnu::always_inline]] void mlp_activation(const EvalInfo&, std::uint32_t, const kernels::Rows&) {}
     [[gnu::always_inline]] void after_mlp(const EvalInfo&, std::uint32_t, const kernels::Rows&) {}
     [[gnu::always_inline]] void after_layer(const EvalInfo&, std::uint32_t, const kernels::Rows&) {}
@@ -159,6 +163,7 @@ public:
     void head_outputs(const EvalInfo& e, std::uint32_t l, TensorView t) { stage(Stage::HeadOutputs, e, l, t); }
     void after_attention(const EvalInfo& e, std::uint32_t l, TensorView t) { stage(Stage::AfterAttention, e, l, t); }
     void residual_mid(const EvalInfo& e, std::uint32_t l, TensorView t) { stage(Stage::ResidualMid, e, l, t); }
+    void mlp_input(const EvalInfo& e, std::uint32_t l, TensorView t) { stage(Stage::MlpInput, e, l, t); }
     void mlp_activation(const EvalInfo& e, std::uint32_t l, TensorView t) { stage(Stage::MlpActivation, e, l, t); }
     void after_mlp(const EvalInfo& e, std::uint32_t l, TensorView t) { stage(Stage::AfterMlp, e, l, t); }
     void after_layer(const EvalInfo& e, std::uint32_t l, TensorView t) { stage(Stage::AfterLayer, e, l, t); }
@@ -169,6 +174,7 @@ public:
     void head_outputs(const EvalInfo& e, std::uint32_t l, const kernels::Rows& r) { head_outputs(e, l, view(r)); }
     void after_attention(const EvalInfo& e, std::uint32_t l, const kernels::Rows& r) { after_attention(e, l, view(r)); }
     void residual_mid(const EvalInfo& e, std::uint32_t l, const kernels::Rows& r) { residual_mid(e, l, view(r)); }
+    void mlp_input(const EvalInfo& e, std::uint32_t l, const kernels::Rows& r) { mlp_input(e, l, view(r)); }
     void mlp_activation(const EvalInfo& e, std::uint32_t l, const kernels::Rows& r) { mlp_activation(e, l, view(r)); }
     void after_mlp(const EvalInfo& e, std::uint32_t l, const kernels::Rows& r) { after_mlp(e, l, view(r)); }
     void after_layer(const EvalInfo& e, std::uint32_t l, const kernels::Rows& r) { after_layer(e, l, view(r)); }

@@ -15,15 +15,20 @@ FeedForward load_feed_forward(const TensorLoader& t, std::uint32_t layer, std::s
     return w;
 }
 
+Rows feed_forward_input(kernels::Ops& ops, std::int32_t layer, const FeedForward& w, float eps, kernels::ConstRows x,
+                        Workspace& ws) {
+    Rows h = Workspace::rows(ws.normed, x.rows, x.cols);  // [T, n_embd]
+    ops.rms_norm({"ffn_norm", layer, OpKind::Norm}, x, w.norm, eps, h);
+    return h;
+}
+
 Rows feed_forward_activation(kernels::Ops& ops, std::int32_t layer, GateActivation activation, const FeedForward& w,
-                             float eps, kernels::ConstRows x, Workspace& ws) {
-    const std::size_t T = x.rows;
+                             kernels::ConstRows h, Workspace& ws) {
+    const std::size_t T = h.rows;
     const std::size_t n_ff = w.gate.rows;
-    Rows h = Workspace::rows(ws.normed, T, x.cols);          // [T, n_embd]
     Rows gate = Workspace::rows(ws.gate, T, n_ff);           // [T, n_ff]
     Rows up = Workspace::rows(ws.up, T, n_ff);               // [T, n_ff]
     Rows hidden = Workspace::rows(ws.ffn_hidden, T, n_ff);   // [T, n_ff]
-    ops.rms_norm({"ffn_norm", layer, OpKind::Norm}, x, w.norm, eps, h);
     ops.matmul({"ffn_gate", layer, OpKind::Projection}, h, w.gate, gate);
     ops.matmul({"ffn_up", layer, OpKind::Projection}, h, w.up, up);
     if (activation == GateActivation::Silu) {

@@ -111,7 +111,9 @@ void LlamaDecoderModel::forward(const Evaluation& eval, ForwardState& state, ker
         hooks.residual_mid(info, il, xm);  // (ActiveHooks: M = T)
 
         // ---- MLP block: down(silu(gate(h)) * up(h)) ----
-        Rows activation = feed_forward_activation(ops, layer, GateActivation::Silu, w.ffn, eps, xm, ws);  // [M, n_ff]
+        Rows mlp_in = feed_forward_input(ops, layer, w.ffn, eps, xm, ws);  // [M, E]
+        hooks.mlp_input(info, il, mlp_in);
+        Rows activation = feed_forward_activation(ops, layer, GateActivation::Silu, w.ffn, mlp_in, ws);  // [M, n_ff]
         hooks.mlp_activation(info, il, activation);
         Rows mlp_out = Workspace::rows(ws.mlp_out, M, E);  // [M, E]
         ops.matmul({"ffn_down", layer, OpKind::Projection}, activation, w.ffn.down, mlp_out);

@@ -41,6 +41,9 @@ public:
     ember::Status residual_mid(const ember::LayerContext& c, ember::TensorAccess& t) final {
         return act(EMBER_STAGE_RESIDUAL_MID, c, c.layer_index, t);
     }
+    ember::Status mlp_input(const ember::LayerContext& c, ember::TensorAccess& t) final {
+        return act(EMBER_STAGE_MLP_INPUT, c, c.layer_index, t);
+    }
     ember::Status mlp_activation(const ember::LayerContext& c, ember::TensorAccess& t) final {
         return act(EMBER_STAGE_MLP_ACTIVATION, c, c.layer_index, t);
     }

@@ -285,8 +285,7 @@ std::string info_json(const ModelHandle& handle) {
 // (stage, layer or None), from the engine's one table (hooks/hook_names.hpp), checked
 // against a model's layer count and block post-norms.
 py::tuple resolve_hook_name(const std::string& name, std::uint32_t n_layers, bool block_post_norms) {
-    const hooks::HookSite site = hooks::resolve_hook_name(name);
-    hooks::check_hook_site(name, site, n_layers, block_post_norms);
+    const hooks::HookSite site = hooks::fit_hook_site(name, hooks::resolve_hook_name(name), n_layers, block_post_norms);
     return py::make_tuple(std::string(hooks::stage_name(site.stage)),
                           site.layer ? py::object(py::int_(*site.layer)) : py::object(py::none()));
 }

@@ -29,6 +29,9 @@ def test_transformer_lens_names_on_the_cache(ember_mod):
         (("blocks.4.mlp.hook_post",), ("mlp_activation", 4)),
         (("model.layers.3.output",), ("after_layer", 3)),
         (("resid_mid", 1), ("residual_mid", 1)),
+        # Llama's post_attention_layernorm is the MLP's input norm (Gemma's is the attention post-norm).
+        (("model.layers.1.post_attention_layernorm",), ("mlp_input", 1)),
+        (("model.layers.1.mlp.input",), ("mlp_input", 1)),
     ]
     for alias, stage in pairs:
         key = alias[0] if len(alias) == 1 else alias

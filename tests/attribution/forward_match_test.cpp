@@ -76,6 +76,7 @@ kernels::ConstRows tape_tensor(const attribution::Tape& tape, Stage s, std::uint
         case Stage::HeadOutputs: return lt.heads.view();
         case Stage::AfterAttention: return lt.attn_out.view();
         case Stage::ResidualMid: return lt.x_mid.view();
+        case Stage::MlpInput: return lt.mlp_in.view();
         case Stage::MlpActivation: return lt.act.view();
         case Stage::AfterMlp: return lt.mlp_out.view();
         case Stage::AfterLayer: return lt.x_out.view();
@@ -120,7 +121,7 @@ TEST_CASE("the gradient forward reproduces the reference route's activations bit
                 CHECK(max_abs_difference(mine, values) == 0.0);  // bit-equal (the same kernels in the same order)
                 ++compared;
             }
-            CHECK(compared == 8 * model.model->config().n_layers + 2);  // the 8 layer stages, before/after_logits
+            CHECK(compared == 9 * model.model->config().n_layers + 2);  // the 9 layer stages, before/after_logits
         }
     }
 }

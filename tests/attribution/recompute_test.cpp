@@ -84,7 +84,7 @@ TEST_CASE("the recomputing backward gives the same bytes as the backward over a 
             std::map<SiteKey, std::vector<float>> observed;
             const auto full = backward_sites(gm, encoded.ids, metric, e, TapeKeeps::Everything);
             const auto recomputed = backward_sites(gm, encoded.ids, metric, e, TapeKeeps::LayerInputs, &observed);
-            REQUIRE(full.size() == 8 * model.model->config().n_layers + 1);  // 8 layer stages, before_logits
+            REQUIRE(full.size() == 9 * model.model->config().n_layers + 1);  // 9 layer stages, before_logits
             REQUIRE(recomputed.size() == full.size());
             REQUIRE(observed.size() == full.size());
             for (const auto& [key, bytes] : full) {

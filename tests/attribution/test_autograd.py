@@ -36,7 +36,8 @@ TOLERANCE = 1e-5
 # fraction of that. torch_model counts such reads: with none, Gemma 4 is held to
 # TOLERANCE like every family; with some, the arrays and the metric to that ulp.
 F16_ULP = 2.0 ** -11
-ALL_STAGES = "before_layer,attention_pattern,head_outputs,after_attention,mlp_activation,after_mlp,after_layer,before_logits"
+ALL_STAGES = ("before_layer,attention_pattern,head_outputs,after_attention,residual_mid,mlp_input,mlp_activation,after_mlp,"
+              "after_layer,before_logits")
 
 ARABIC = "كتب الطالب الدرس في المكتبة"
 ENGLISH = "Once upon a time, there was a little girl"

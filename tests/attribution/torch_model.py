@@ -184,8 +184,8 @@ class TorchModel:
             if self.gemma:
                 attn = rms_norm(attn, self.w(p + "post_attention_norm.weight"), self.eps)
             attn = site("after_attention", l, attn)
-            x = x + attn
-            h2 = rms_norm(x, self.w(p + "ffn_norm.weight"), self.eps)
+            x = site("residual_mid", l, x + attn)
+            h2 = site("mlp_input", l, rms_norm(x, self.w(p + "ffn_norm.weight"), self.eps))
             gate = h2 @ self.w(p + "ffn_gate.weight").T
             up = h2 @ self.w(p + "ffn_up.weight").T
             act = gelu_f16(gate) * up if self.gemma else torch.nn.functional.silu(gate) * up

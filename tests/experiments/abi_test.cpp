@@ -61,7 +61,9 @@ static_assert(offsetof(ember_plugin_descriptor, attention_pattern) == 136);
 // 1.3 appends residual_mid after subscribed_stages.
 static_assert(offsetof(ember_plugin_descriptor, residual_mid) == 176);
 static_assert(offsetof(ember_plugin_descriptor, sae_features) == 184);
-static_assert(sizeof(ember_plugin_descriptor) == 192);
+// 1.5 appends mlp_input after sae_features.
+static_assert(offsetof(ember_plugin_descriptor, mlp_input) == 192);
+static_assert(sizeof(ember_plugin_descriptor) == 200);
 static_assert(offsetof(ember_execution_context, decode_step) == 40);
 static_assert(offsetof(ember_layer_context, n_head) == 16);
 static_assert(offsetof(ember_host_services, generated_token_ids) == 40);
@@ -238,7 +240,7 @@ TEST_CASE("refused plugins: errors name the plugin, and a wrong major is reporte
     const auto path = [](const char* name) { return test_plugin(name).string(); };
     CHECK_THROWS_WITH_AS(PluginLibrary::load(test_plugin("abi-wrong-major")),
                          ("plugin '" + path("abi-wrong-major") +
-                          "' was built for plugin ABI 2.0, but this ember implements ABI 1.4; rebuild it against this "
+                          "' was built for plugin ABI 2.0, but this ember implements ABI 1.5; rebuild it against this "
                           "ember's plugin SDK")
                              .c_str(),
                          Error);
@@ -314,9 +316,9 @@ TEST_CASE("ember plugins validate prints the descriptor without running the plug
     REQUIRE_MESSAGE(text.exit_code == 0, text.output);
     CHECK(text.output.find("name:        ablate\n") != std::string::npos);
     CHECK(text.output.find("version:     1.0.0\n") != std::string::npos);
-    CHECK(text.output.find("abi:         1.4 (descriptor 192 bytes; this ember implements 1.4)\n") != std::string::npos);
+    CHECK(text.output.find("abi:         1.5 (descriptor 200 bytes; this ember implements 1.5)\n") != std::string::npos);
     CHECK(text.output.find("stages:      on_model_loaded, before_prefill, before_layer, attention_pattern, head_outputs, after_attention, "
-                           "residual_mid, mlp_activation, after_mlp, after_layer, sae_features, before_logits, after_logits\n") != std::string::npos);
+                           "residual_mid, mlp_input, mlp_activation, after_mlp, after_layer, sae_features, before_logits, after_logits\n") != std::string::npos);
 
     // The older-minor plugin aborts if any undeclared stage were called; validate calls none.
     const auto json = run_command(ember + " plugins validate --json " + shell_quote(test_plugin("abi-older-minor").string()));

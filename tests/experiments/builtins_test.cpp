@@ -97,7 +97,7 @@ TEST_CASE("ablate at the last layer's after_layer makes every logit 0") {
 
 TEST_CASE("ablate refuses bad configs by name") {
     const auto ablate = builtin_plugin("ablate");
-    const std::string stages = "before_layer, attention_pattern, head_outputs, after_attention, residual_mid, mlp_activation, "
+    const std::string stages = "before_layer, attention_pattern, head_outputs, after_attention, residual_mid, mlp_input, mlp_activation, "
                                "after_mlp, after_layer, sae_features, before_logits, after_logits";
     CHECK(run_with({spec(ablate, "{}")}).failure ==
           "experiment 'ablate' failed in create: config key 'stage' is required (one of " + stages + ")");

@@ -499,10 +499,10 @@ logit_lens = 10
 
     const std::string out = std::string(kMinimal) + "[output]\n";
     CHECK(error_of(out + "stages = \"after_layer\"\n") ==
-          "x.toml:6:10: output.stages must be an array of strings (\"before_layer\", \"attention_pattern\", \"head_outputs\", \"after_attention\", \"residual_mid\", \"mlp_activation\", \"after_mlp\", "
+          "x.toml:6:10: output.stages must be an array of strings (\"before_layer\", \"attention_pattern\", \"head_outputs\", \"after_attention\", \"residual_mid\", \"mlp_input\", \"mlp_activation\", \"after_mlp\", "
           "\"after_layer\", \"before_logits\", \"after_logits\"), not a string");
     CHECK(error_of(out + "stages = [\"after_layer\", \"after_everything\"]\n") ==
-          "x.toml:6:26: output.stages: \"after_everything\" is not one of \"before_layer\", \"attention_pattern\", \"head_outputs\", \"after_attention\", \"residual_mid\", \"mlp_activation\", "
+          "x.toml:6:26: output.stages: \"after_everything\" is not one of \"before_layer\", \"attention_pattern\", \"head_outputs\", \"after_attention\", \"residual_mid\", \"mlp_input\", \"mlp_activation\", "
           "\"after_mlp\", \"after_layer\", \"before_logits\", \"after_logits\"");
     CHECK(error_of(out + "stages = [\"after_mlp\", \"after_mlp\"]\n") == "x.toml:6:24: output.stages: \"after_mlp\" is given twice");
     CHECK(error_of(out + "layers = \"some\"\n") == "x.toml:6:10: output.layers = \"some\" is not one of \"all\" or an array of integers");

@@ -7,6 +7,8 @@
 // - after_mlp = ffn_down · mlp_activation (Gemma 4: then its post-FFN norm);
 // - residual_mid = before_layer + after_attention bit for bit (and, Llama and Qwen3,
 //   after_layer = residual_mid + after_mlp);
+// - mlp_input = the route's MLP norm of residual_mid, and the route's gate/up/activation
+//   of mlp_input = mlp_activation, bit for bit;
 // - zeroing head h of head_outputs at one layer changes after_attention by exactly that
 //   head's term W_o[:, hD:(h+1)D] · heads[:, hD:(h+1)D] (Llama, Qwen3; Gemma 4's post norm
 //   is not linear, so there the ablated after_attention is the identity above applied to
@@ -272,6 +274,28 @@ void check_family(const std::string& name, runtime::Route route) {
             const Captured& mlp_out = clean.at(Stage::AfterMlp, l);
             for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = mid.values[i] + mlp_out.values[i];
             CHECK_MESSAGE(clean.at(Stage::AfterLayer, l).values == sum, "after_layer is not residual_mid + after_mlp");
+        }
+
+        // mlp_input = the route's rms_norm(residual_mid) · ffn_norm, and it is what the MLP
+        // reads: the route's act(gate(mlp_input)) * up(mlp_input) is mlp_activation, bit for bit.
+        {
+            kernels::Ops ops(*backend);
+            const Captured& mlp_in = clean.at(Stage::MlpInput, l);
+            REQUIRE(mlp_in.values.size() == mid.values.size());
+            std::vector<float> normed(mid.values.size());
+            ops.rms_norm({"ffn_norm", 0, kernels::OpKind::Norm}, kernels::ConstRows(mid.values.data(), kTokens, E),
+                         t.vector(weight(l, "ffn_norm"), E), c.rms_eps, kernels::Rows(normed.data(), kTokens, E));
+            CHECK_MESSAGE(mlp_in.values == normed, "mlp_input is not the MLP's norm of residual_mid");
+            std::vector<float> gate(kTokens * L.n_ff), up(kTokens * L.n_ff), act(kTokens * L.n_ff);
+            const kernels::Rows gate_rows(gate.data(), kTokens, L.n_ff), up_rows(up.data(), kTokens, L.n_ff),
+                act_rows(act.data(), kTokens, L.n_ff);
+            const kernels::ConstRows in(mlp_in.values.data(), kTokens, E);
+            ops.matmul({"ffn_gate", 0, kernels::OpKind::Projection}, in, t.matrix(weight(l, "ffn_gate"), L.n_ff, E),
+                       gate_rows);
+            ops.matmul({"ffn_up", 0, kernels::OpKind::Projection}, in, t.matrix(weight(l, "ffn_up"), L.n_ff, E), up_rows);
+            if (gemma) ops.geglu({"ffn_geglu", 0, kernels::OpKind::Activation}, gate_rows, up_rows, act_rows);
+            else ops.swiglu({"ffn_swiglu", 0, kernels::OpKind::Activation}, gate_rows, up_rows, act_rows);
+            CHECK_MESSAGE(act == activation.values, "mlp_activation is not the MLP of mlp_input");
         }
 
         // attention_pattern: [H * T, n_kv], rows sum to 1, causal, inside the window

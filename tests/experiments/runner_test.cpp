@@ -440,7 +440,7 @@ TEST_CASE("the report for run.json lists experiments in order with descriptors, 
     const auto& first = list[0].as_object();
     CHECK(first.at("name").as_string() == "recorder");
     CHECK(first.at("version").as_string() == "0.0.0");
-    CHECK(first.at("abi").as_string() == "1.4");
+    CHECK(first.at("abi").as_string() == "1.5");
     CHECK(first.at("origin").as_string() == "test");
     CHECK(first.at("config").as_object().at("tag").as_string() == "r");
     CHECK(first.at("outcome").as_string() == "ok");

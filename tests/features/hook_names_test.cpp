@@ -57,6 +57,9 @@ TEST_CASE("Hugging Face module names map onto the stages") {
     check_resolves("model.layers.5.mlp.down_proj.input", Stage::MlpActivation, 5);
     check_resolves("model.layers.5.self_attn.o_proj.input", Stage::HeadOutputs, 5);
     check_resolves("model.layers.5.post_feedforward_layernorm", Stage::AfterMlp, 5);
+    check_resolves("model.layers.5.pre_feedforward_layernorm", Stage::MlpInput, 5);
+    check_resolves("model.layers.5.pre_feedforward_layernorm.output", Stage::MlpInput, 5);
+    check_resolves("model.layers.5.mlp.input", Stage::MlpInput, 5);
     check_resolves("model.norm", Stage::BeforeLogits, std::nullopt);
     // Gemma 3/4 checkpoints nest the text model.
     check_resolves("model.language_model.layers.9", Stage::AfterLayer, 9);
@@ -90,27 +93,33 @@ TEST_CASE("unknown names and malformed layers are errors naming the name") {
 
 TEST_CASE("names Ember cannot honour are refused with the reason") {
     CHECK(error_of("ln_final.hook_normalized").find("before its weight") != std::string::npos);
-    CHECK(error_of("blocks.2.ln2.hook_normalized").find("no stage") != std::string::npos);
+    CHECK(error_of("blocks.2.ln2.hook_normalized").find("before its weight") != std::string::npos);
     CHECK(error_of("blocks.2.mlp.hook_pre").find("no stage") != std::string::npos);
-    CHECK(error_of("model.layers.2.pre_feedforward_layernorm").find("no stage") != std::string::npos);
 }
 
 TEST_CASE("a site is checked against the model: its layer and the family's post-norms") {
     const HookSite raw_mlp = hooks::resolve_hook_name("model.layers.2.mlp");
     CHECK(raw_mlp.post_norm == PostNormUse::BeforePostNorm);
-    CHECK_NOTHROW(hooks::check_hook_site("model.layers.2.mlp", raw_mlp, 4, false));
-    CHECK_THROWS_WITH_AS(hooks::check_hook_site("model.layers.2.mlp", raw_mlp, 4, true),
+    CHECK_NOTHROW(hooks::fit_hook_site("model.layers.2.mlp", raw_mlp, 4, false));
+    CHECK_THROWS_WITH_AS(hooks::fit_hook_site("model.layers.2.mlp", raw_mlp, 4, true),
                          doctest::Contains("'model.layers.2.mlp': the block's output before its post-norm"), Error);
 
-    const HookSite post_norm = hooks::resolve_hook_name("model.layers.2.post_attention_layernorm");
-    CHECK_NOTHROW(hooks::check_hook_site("model.layers.2.post_attention_layernorm", post_norm, 4, true));
-    CHECK_THROWS_WITH_AS(hooks::check_hook_site("model.layers.2.post_attention_layernorm", post_norm, 4, false),
+    const HookSite post_ffw = hooks::resolve_hook_name("model.layers.2.post_feedforward_layernorm");
+    CHECK(hooks::site_text(hooks::fit_hook_site("model.layers.2.post_feedforward_layernorm", post_ffw, 4, true)) ==
+          "after_mlp:2");
+    CHECK_THROWS_WITH_AS(hooks::fit_hook_site("model.layers.2.post_feedforward_layernorm", post_ffw, 4, false),
                          doctest::Contains("a block post-norm, which this model does not have"), Error);
 
+    // post_attention_layernorm is Gemma's attention post-norm, but Llama's and Qwen3's MLP input norm.
+    const std::string name = "model.layers.2.post_attention_layernorm.output";
+    const HookSite post_attention = hooks::resolve_hook_name(name);
+    CHECK(hooks::site_text(hooks::fit_hook_site(name, post_attention, 4, true)) == "after_attention:2");
+    CHECK(hooks::site_text(hooks::fit_hook_site(name, post_attention, 4, false)) == "mlp_input:2");
+
     const HookSite late = hooks::resolve_hook_name("blocks.4.hook_resid_post");
-    CHECK_THROWS_WITH_AS(hooks::check_hook_site("blocks.4.hook_resid_post", late, 4, false),
+    CHECK_THROWS_WITH_AS(hooks::fit_hook_site("blocks.4.hook_resid_post", late, 4, false),
                          doctest::Contains("layer 4, but the model has 4 layers"), Error);
-    CHECK_NOTHROW(hooks::check_hook_site("before_logits", hooks::resolve_hook_name("before_logits"), 4, false));
+    CHECK_NOTHROW(hooks::fit_hook_site("before_logits", hooks::resolve_hook_name("before_logits"), 4, false));
 }
 
 }  // namespace ember::test

@@ -314,17 +314,17 @@ TEST_CASE("Gemma Scope 2: features extracted from config.json and params.safeten
     const fs::path saes = write_fixtures(dir.path());
     const fs::path run = dir.path() / "run";
     CommandResult r = ember("extract --model " + shell_quote(model_path()) + " --prompt 'hello world' --stages "
-                            "after_layer,before_layer --layers 1 --sae " + shell_quote((saes / "gemma-scope-2").string()) +
+                            "after_layer,mlp_input --layers 1 --sae " + shell_quote((saes / "gemma-scope-2").string()) +
                             " --sae " + shell_quote((saes / "gemma-scope-2-transcoder").string()) + " --out " +
                             shell_quote(run.string()));
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
     const json::array entries = manifest(run).at("sae_features").as_array();
     REQUIRE(entries.size() == 2);
     CHECK(entries[0].at("sae").at("format") == "gemma-scope-2");
-    CHECK(entries[1].at("site") == "before_layer:1");
+    CHECK(entries[1].at("site") == "mlp_input:1");
     CHECK(entries[1].at("sae").at("transcoder") == true);
     check_against_reference(run, 0, saes / "gemma-scope-2", run / "after_layer.layer1.npy", dir.path());
-    check_against_reference(run, 1, saes / "gemma-scope-2-transcoder", run / "before_layer.layer1.npy", dir.path());
+    check_against_reference(run, 1, saes / "gemma-scope-2-transcoder", run / "mlp_input.layer1.npy", dir.path());
 
     // The affine skip connection, an unknown architecture, an unknown tensor: each by name.
     const fs::path bad = dir.path() / "bad";

@@ -186,13 +186,14 @@ def write(out_dir, acts_path, layer, seed):
                    "site_given": True})
 
     # Gemma Scope 2: config.json (Hugging Face module names) + params.safetensors with
-    # lowercase keys, JumpReLU; an SAE at model.layers.L.output, and a transcoder reading
-    # the layer's input and writing its MLP's output (F16 weights).
+    # lowercase keys, JumpReLU; an SAE at model.layers.L.output, and an MLP transcoder
+    # reading the MLP's normed input (pre_feedforward_layernorm, as Gemma Scope 2's MLP
+    # transcoders do) and writing its output (F16 weights).
     for name, hook_in, hook_out, dtype, site, output_site in (
             ("gemma-scope-2", f"model.layers.{layer}.output", f"model.layers.{layer}.output", "F32",
              f"after_layer:{layer}", None),
-            ("gemma-scope-2-transcoder", f"model.layers.{layer}.input", f"model.layers.{layer}.mlp.output", "F16",
-             f"before_layer:{layer}", f"after_mlp:{layer}")):
+            ("gemma-scope-2-transcoder", f"model.layers.{layer}.pre_feedforward_layernorm.output",
+             f"model.layers.{layer}.mlp.output", "F16", f"mlp_input:{layer}", f"after_mlp:{layer}")):
         d = os.path.join(out_dir, name)
         os.makedirs(d)
         w = weights(rng, d_in, d_sae, d_in, scale, "jumprelu")

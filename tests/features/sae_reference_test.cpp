@@ -1,10 +1,10 @@
 // Rung: activation-reference (Ember's encoder and decoder against a NumPy reference).
 //
-// A fixture model's prefill is captured at layer 1 (before_layer, after_layer, residual_mid). A seeded
+// A fixture model's prefill is captured at layer 1 (after_layer, residual_mid, mlp_input). A seeded
 // Python script (sae_fixtures.py) writes fixture SAEs into a temp dir — SAELens 5.x and
 // 6.x layouts, every architecture (standard, jumprelu, topk, gated), every option
 // (apply_b_dec_to_input, the four normalize_activations), F32/F16/BF16 weights, a
-// transcoder, Gemma Scope's params.npz and Gemma Scope 2 (an SAE and a transcoder) — and
+// transcoder, Gemma Scope's params.npz and Gemma Scope 2 (an SAE and an MLP transcoder) — and
 // computes, in float64 from the files alone,
 // the features and reconstruction of the captured activations with SAELens's formulas.
 // Ember loads each SAE, checks it against the model and encodes/decodes the same rows:
@@ -60,7 +60,7 @@ public:
         cols = t.cols;
     }
     bool wants(Stage stage) const override {
-        return stage == Stage::AfterLayer || stage == Stage::ResidualMid || stage == Stage::BeforeLayer;
+        return stage == Stage::AfterLayer || stage == Stage::ResidualMid || stage == Stage::MlpInput;
     }
 };
 
@@ -156,7 +156,7 @@ TEST_CASE("fixture SAEs of every layout, architecture and option match the NumPy
     REQUIRE(capture.rows.size() == 3);
     const std::map<Stage, fs::path> acts = {{Stage::AfterLayer, dir.path() / "after_layer.npy"},
                                             {Stage::ResidualMid, dir.path() / "residual_mid.npy"},
-                                            {Stage::BeforeLayer, dir.path() / "before_layer.npy"}};
+                                            {Stage::MlpInput, dir.path() / "mlp_input.npy"}};
     for (const auto& [stage, path] : acts) npy::write_f32(path, capture.rows[stage].data(), {kTokens, capture.cols});
 
     const fs::path saes = dir.path() / "saes";
@@ -172,7 +172,7 @@ TEST_CASE("fixture SAEs of every layout, architecture and option match the NumPy
         CAPTURE(name);
         features::SaeLoadOptions options;
         if (o.contains("site_given")) options.site = std::string(o.at("site").as_string());
-        const features::Sae sae = features::load_sae(saes / name, options);
+        features::Sae sae = features::load_sae(saes / name, options);
         CHECK(sae.format == std::string(o.at("format").as_string()));
         CHECK(hooks::site_text(sae.site) == std::string(o.at("site").as_string()));
         if (o.contains("output_site")) {
@@ -180,7 +180,7 @@ TEST_CASE("fixture SAEs of every layout, architecture and option match the NumPy
             CHECK(hooks::site_text(*sae.output_site) == std::string(o.at("output_site").as_string()));
         }
         CHECK(!sae.inputs.empty());
-        features::check_sae_against_model(sae, widths_of(c));
+        features::fit_sae_to_model(sae, widths_of(c));
 
         const std::vector<float>& x = capture.rows.at(sae.site.stage);
         std::vector<float> f(kTokens * sae.d_sae), recon(kTokens * sae.d_out);

@@ -15,12 +15,15 @@
 // The same at before_logits (the final norm's output, `model.norm`): an unedited splice
 // changes no logit and no generated token; zeroing a feature moves the final norm's
 // output by exactly -f W_dec[j] in the rows where it fired, and changes the logits.
+// And for an MLP transcoder reading mlp_input 1 (the MLP's normed input, by Gemma Scope 2's
+// hook names) and writing after_mlp 1: the same two properties at its output site.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <random>
 
 #include "features/sae.hpp"
+#include "features/sae_loader.hpp"
 #include "features/sae_splicer.hpp"
 #include "gguf/gguf_file.hpp"
 #include "models/model.hpp"
@@ -269,6 +272,90 @@ void check_before_logits(const char* name, runtime::Route route) {
     CHECK(ablated_run.logits != plain.logits);
 }
 
+// Records layer 1's mlp_input and after_mlp (as the run's hooks see it: after a
+// transcoder's delta) and the features; optionally edits them.
+class MlpProbe final : public hooks::ActiveHooks {
+public:
+    std::vector<float> mlp_input, mlp_out, features;
+    std::function<void(hooks::TensorView)> edit;
+    void stage(Stage stage, const hooks::EvalInfo& eval, std::uint32_t layer, hooks::TensorView t) override {
+        if (eval.phase != hooks::Phase::Prefill || layer != kLayer) return;
+        if (stage == Stage::MlpInput) mlp_input.assign(t.data, t.data + t.rows * t.cols);
+        if (stage == Stage::AfterMlp) mlp_out.assign(t.data, t.data + t.rows * t.cols);
+        if (stage == Stage::SaeFeatures) {
+            features.assign(t.data, t.data + t.rows * t.cols);
+            if (edit) edit(t);
+        }
+    }
+};
+
+// An MLP transcoder at layer 1, named as Gemma Scope 2 names its sites (Gemma: the
+// pre-FFN norm's output to the post-FFN norm's; Llama and Qwen3 checkpoints call the MLP's
+// input norm post_attention_layernorm) and placed in the model by fit_sae_to_model: it
+// reads mlp_input and writes after_mlp. Unedited, the run is bit for bit the run without
+// it; zeroing a feature moves after_mlp by exactly -f W_dec[j], and mlp_input not at all.
+void check_mlp_transcoder(const char* name, runtime::Route route) {
+    CAPTURE(name);
+    CAPTURE(runtime::route_name(route));
+    const gguf::File file = gguf::File::open(fixture_path(std::string("models/") + name + ".gguf"));
+    const std::unique_ptr<models::Model> model = models::load_model(file);
+    const models::ModelConfig& c = model->config();
+    const std::size_t E = c.n_embd;
+    const bool gemma = c.family == models::Family::Gemma4;
+    features::Sae sae = random_sae(E, 2 * E, 13);
+    sae.apply_b_dec_to_input = false;
+    sae.hook_name = gemma ? "model.language_model.layers.1.pre_feedforward_layernorm.output"
+                          : "model.layers.1.post_attention_layernorm.output";
+    sae.output_hook_name = gemma ? "model.language_model.layers.1.post_feedforward_layernorm.output"
+                                 : "model.layers.1.mlp.output";
+    sae.site = hooks::resolve_hook_name(sae.hook_name);
+    sae.output_site = hooks::resolve_hook_name(*sae.output_hook_name);
+    features::fit_sae_to_model(sae, features::site_widths(c));
+    REQUIRE(hooks::site_text(sae.site) == "mlp_input:1");
+    REQUIRE(hooks::site_text(*sae.output_site) == "after_mlp:1");
+
+    const RunResult plain = run(*model, route, nullptr);
+    MlpProbe before;
+    run(*model, route, &before);
+    MlpProbe reader;
+    features::SaeSplicer spliced({{&sae, true}}, &reader);
+    const RunResult with_sae = run(*model, route, &spliced);
+    std::size_t active = 0;
+    for (float f : reader.features) active += f != 0.0f;
+    CHECK(active > 0);
+    CHECK(active < reader.features.size());
+    CHECK_MESSAGE(plain.logits == with_sae.logits, "an unedited transcoder changed the prompt's logits");
+    CHECK_MESSAGE(same_steps(plain.generation, with_sae.generation), "an unedited transcoder changed the generation");
+    CHECK(reader.mlp_out == before.mlp_out);
+
+    const std::size_t last = kTokens - 1;
+    std::size_t j = 0;
+    for (std::size_t k = 0; k < sae.d_sae; ++k)
+        if (reader.features[last * sae.d_sae + k] > reader.features[last * sae.d_sae + j]) j = k;
+    REQUIRE(reader.features[last * sae.d_sae + j] > 0.0f);
+    MlpProbe zeroing;
+    zeroing.edit = [&](hooks::TensorView t) {
+        for (std::size_t r = 0; r < t.rows; ++r) t.data[r * t.cols + j] = 0.0f;
+    };
+    features::SaeSplicer ablated({{&sae, true}}, &zeroing);
+    const RunResult ablated_run = run(*model, route, &ablated);
+    CHECK(zeroing.mlp_input == before.mlp_input);
+    REQUIRE(zeroing.mlp_out.size() == kTokens * E);
+    std::size_t wrong = 0, moved = 0;
+    for (std::size_t t = 0; t < kTokens; ++t) {
+        const float f = reader.features[t * sae.d_sae + j];
+        for (std::size_t i = 0; i < E; ++i) {
+            const float x = before.mlp_out[t * E + i];
+            const float want = f == 0.0f ? x : x + static_cast<float>((0.0 - f) * sae.W_dec[j * E + i]);
+            wrong += zeroing.mlp_out[t * E + i] != want;
+            moved += zeroing.mlp_out[t * E + i] != x;
+        }
+    }
+    CHECK_MESSAGE(wrong == 0, wrong << " elements of the spliced after_mlp are not x - f W_dec[j]");
+    CHECK(moved > 0);
+    CHECK(ablated_run.logits != plain.logits);
+}
+
 const char* const kFamilies[] = {"synth-llama3-q8_0", "synth-qwen3-q8_0", "synth-gemma4-q8_0"};
 
 }  // namespace
@@ -286,6 +373,12 @@ TEST_CASE("an SAE spliced at before_logits, both routes: unedited is bit-identic
     for (const char* name : kFamilies) check_before_logits(name, runtime::Route::Reference);
     if (test::fast_route_missing()) return;
     for (const char* name : kFamilies) check_before_logits(name, runtime::Route::Fast);
+}
+
+TEST_CASE("an MLP transcoder (mlp_input 1 to after_mlp 1), both routes: unedited is bit-identical, a zeroed feature is exact") {
+    for (const char* name : kFamilies) check_mlp_transcoder(name, runtime::Route::Reference);
+    if (test::fast_route_missing()) return;
+    for (const char* name : kFamilies) check_mlp_transcoder(name, runtime::Route::Fast);
 }
 
 }  // namespace ember::test

@@ -155,7 +155,7 @@ TEST_CASE("a missing plugin, a missing entry symbol and a wrong ABI major are re
     } cases[] = {
         {fs::path(EMBER_TEST_PLUGIN_DIR) / "libno-such-plugin.so", "no such file"},
         {test_plugin("abi-no-entry"), "does not export ember_plugin_entry"},
-        {test_plugin("abi-wrong-major"), "was built for plugin ABI 2.0, but this ember implements ABI 1.4"},
+        {test_plugin("abi-wrong-major"), "was built for plugin ABI 2.0, but this ember implements ABI 1.5"},
     };
     for (const auto& c : cases) {
         CAPTURE(c.plugin);

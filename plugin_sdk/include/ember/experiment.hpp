@@ -411,6 +411,8 @@ public:
     virtual Status after_attention(const LayerContext&, TensorAccess& /*attention_output*/) { return {}; }
     // 1.3: [T, n_embd] the residual stream between the blocks (before_layer + after_attention).
     virtual Status residual_mid(const LayerContext&, TensorAccess& /*hidden*/) { return {}; }
+    // 1.5: [T, n_embd] the MLP block's input after its norm (what the gate and up projections read).
+    virtual Status mlp_input(const LayerContext&, TensorAccess& /*hidden*/) { return {}; }
     // 1.1: [T, n_ff] the gated activation entering the down projection.
     virtual Status mlp_activation(const LayerContext&, TensorAccess& /*activation*/) { return {}; }
     virtual Status after_mlp(const LayerContext&, TensorAccess& /*mlp_output*/) { return {}; }

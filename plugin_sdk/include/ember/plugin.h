@@ -1,4 +1,4 @@
-/* The Ember plugin ABI, version 1.3 (1.0 plus the fields marked 1.1, 1.2 and 1.3).
+/* The Ember plugin ABI, version 1.5 (1.0 plus the fields marked 1.1 to 1.5).
  *
  * An experiment is a shared object that exports exactly one C function,
  *
@@ -38,7 +38,7 @@ extern "C" {
 /* "EMBR" as it reads in memory on a little-endian machine. */
 #define EMBER_PLUGIN_MAGIC 0x52424D45u
 #define EMBER_PLUGIN_ABI_MAJOR 1u
-#define EMBER_PLUGIN_ABI_MINOR 4u
+#define EMBER_PLUGIN_ABI_MINOR 5u
 #define EMBER_PLUGIN_ENTRY_SYMBOL "ember_plugin_entry"
 /* The host's error buffer holds this many bytes, the terminating NUL included. */
 #define EMBER_ERROR_CAPACITY 1024u
@@ -309,6 +309,9 @@ typedef struct ember_plugin_descriptor {
     ember_layer_stage_fn residual_mid; /* the residual stream between the blocks (before_layer +
                                           after_attention, what the MLP block reads), [T, n_embd]; writable */
     ember_layer_stage_fn sae_features; /* an SAE's features at its site, [T, d_sae]; writable (docs/features.md) */
+    /* 1.5 */
+    ember_layer_stage_fn mlp_input; /* the MLP block's normed input (residual_mid after the MLP's norm, what the
+                                       gate and up projections read), [T, n_embd]; writable */
 } ember_plugin_descriptor;
 
 typedef const ember_plugin_descriptor* (*ember_plugin_entry_fn)(void);
@@ -394,7 +397,8 @@ EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, attention_pattern) == 136,
 EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, flags) == 160, "ember_plugin_descriptor layout");
 EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, residual_mid) == 176, "ember_plugin_descriptor layout");
 EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, sae_features) == 184, "ember_plugin_descriptor layout");
-EMBER_STATIC_ASSERT(sizeof(ember_plugin_descriptor) == 192, "ember_plugin_descriptor layout");
+EMBER_STATIC_ASSERT(offsetof(ember_plugin_descriptor, mlp_input) == 192, "ember_plugin_descriptor layout");
+EMBER_STATIC_ASSERT(sizeof(ember_plugin_descriptor) == 200, "ember_plugin_descriptor layout");
 #undef EMBER_STATIC_ASSERT
 #endif
 

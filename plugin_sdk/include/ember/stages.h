@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-/* Stage ids. 1.0: 0-10; 1.1: 11-13; 1.3: 14-15. */
+/* Stage ids. 1.0: 0-10; 1.1: 11-13; 1.3: 14-15; 1.5: 16. */
 enum {
     EMBER_STAGE_CREATE = 0,
     EMBER_STAGE_ON_MODEL_LOADED = 1,
@@ -43,7 +43,8 @@ enum {
     EMBER_STAGE_MLP_ACTIVATION = 13,    /* 1.1 */
     EMBER_STAGE_RESIDUAL_MID = 14,      /* 1.3 */
     EMBER_STAGE_SAE_FEATURES = 15,      /* 1.3 */
-    EMBER_STAGE_COUNT = 16
+    EMBER_STAGE_MLP_INPUT = 16,         /* 1.5 */
+    EMBER_STAGE_COUNT = 17
 };
 
 /* What a stage is called with. */
@@ -122,6 +123,9 @@ EMBER_STAGE_TABLE_STORAGE ember_stage_info ember_stage_table[EMBER_STAGE_COUNT] 
     {EMBER_STAGE_RESIDUAL_MID, EMBER_STAGE_KIND_LAYER, EMBER_SHAPE_TOKENS_BY_EMBD, EMBER_ACCESS_WRITABLE, 3, 0,
      "residual_mid", "[T, n_embd]",
      "residual stream between the blocks, before_layer + after_attention: what the MLP block reads (TransformerLens hook_resid_mid; n_embd features)", EMBER_DESCRIPTOR_FIELD(residual_mid)},
+    {EMBER_STAGE_MLP_INPUT, EMBER_STAGE_KIND_LAYER, EMBER_SHAPE_TOKENS_BY_EMBD, EMBER_ACCESS_WRITABLE, 5, 0,
+     "mlp_input", "[T, n_embd]",
+     "the MLP block's input after its norm (residual_mid RMS-normed, times the norm's weight): what the gate and up projections read (Hugging Face pre_feedforward_layernorm / Llama's post_attention_layernorm output; n_embd features)", EMBER_DESCRIPTOR_FIELD(mlp_input)},
     {EMBER_STAGE_MLP_ACTIVATION, EMBER_STAGE_KIND_LAYER, EMBER_SHAPE_TOKENS_BY_FF, EMBER_ACCESS_WRITABLE, 1, 0,
      "mlp_activation", "[T, n_ff]",
      "gated activation entering the down projection, one column per MLP neuron (n_ff)", EMBER_DESCRIPTOR_FIELD(mlp_activation)},

@@ -338,6 +338,8 @@ constexpr ember_plugin_descriptor make_descriptor(const ExportNames& names) {
         d.residual_mid = &B::template layer_stage<&Experiment::residual_mid>;
     if constexpr (EMBER_DETAIL_OVERRIDES(T, sae_features))
         d.sae_features = &B::template layer_stage<&Experiment::sae_features>;
+    // 1.5
+    if constexpr (EMBER_DETAIL_OVERRIDES(T, mlp_input)) d.mlp_input = &B::template layer_stage<&Experiment::mlp_input>;
     if constexpr (requires { T::concurrent; }) d.flags |= T::concurrent ? EMBER_PLUGIN_FLAG_CONCURRENT : 0u;
     return d;
 }

@@ -108,19 +108,26 @@ double route_metric(const runtime::LoadedModel& model, const std::vector<Continu
 // path_gradient at the sae_features site: the features moved along the path by the splice
 // (sae_gradient.hpp), f' = f + alpha (f_corrupt - f) on the prompt's rows, f = encode(site)
 // (the clean features: the site upstream is the clean run's); the features' gradient from
-// the site's, with the clean site's out_scale.
+// the site's, with the clean site's out_scale. A transcoder's delta waits for its output
+// site, and the gradient is read there.
 std::vector<float> sae_path_gradient(const GradientModel& gm, const std::vector<Continuation>& runs,
                                      const SiteArrays& arrays, const SiteArray& a, const features::Sae& sae,
                                      const Matrix& corrupt, std::size_t steps, tbb::task_arena& arena) {
-    const Stage site_stage = sae.site.stage;
-    const std::uint32_t layer = *a.layer;
+    const hooks::HookSite& in = sae.site;
+    const hooks::HookSite& out = sae.output_site ? *sae.output_site : sae.site;
     std::vector<double> sum(a.gradient.size(), 0.0);
     std::vector<float> rows;
     for (std::size_t k = 0; k < steps; ++k) {
         const double alpha = (static_cast<double>(k) + 0.5) / static_cast<double>(steps);
         features::RowNorm norm;  // the site's normalization (the clean run's: the same in every call)
+        std::vector<float> delta;  // [T, d_out] what the splice adds at the output site
         const SiteEdit edit = [&](Stage stage, std::uint32_t l, kernels::Rows t) {
-            if (stage != site_stage || l != layer) return;
+            if (sae.is_transcoder() && stage == out.stage && l == *out.layer) {
+                for (std::size_t r = 0; r < t.rows; ++r)
+                    for (std::size_t c = 0; c < t.cols; ++c) t.row(r)[c] += delta[r * t.cols + c];
+                return;
+            }
+            if (stage != in.stage || l != *in.layer) return;
             std::vector<float> x(t.rows * t.cols);
             for (std::size_t r = 0; r < t.rows; ++r) std::copy_n(t.row(r), t.cols, x.data() + r * t.cols);
             std::vector<float> f(t.rows * sae.d_sae);
@@ -129,11 +136,12 @@ std::vector<float> sae_path_gradient(const GradientModel& gm, const std::vector<
             std::vector<float> edited = f;
             for (std::size_t i = 0; i < corrupt.rows * sae.d_sae; ++i)
                 edited[i] = static_cast<float>(f[i] + alpha * (corrupt.values[i] - f[i]));
-            std::vector<float> delta(t.rows * t.cols);
+            delta.assign(t.rows * sae.d_out, 0.0f);
             features::splice_delta(sae, f.data(), edited.data(), t.rows, n, delta.data());
+            norm = std::move(n);
+            if (sae.is_transcoder()) return;
             for (std::size_t r = 0; r < t.rows; ++r)
                 for (std::size_t c = 0; c < t.cols; ++c) t.row(r)[c] += delta[r * t.cols + c];
-            norm = std::move(n);
         };
         for (const Continuation& run : runs) {
             arena.execute([&] {
@@ -141,7 +149,7 @@ std::vector<float> sae_path_gradient(const GradientModel& gm, const std::vector<
                 Matrix dlogits;
                 run.metric.evaluate(tape.logits.view(), &dlogits);
                 gm.backward(tape, dlogits.view(), [&](const Site& site) {
-                    if (site.stage != site_stage || site.layer != layer) return;
+                    if (site.stage != out.stage || site.layer != out.layer) return;
                     const Matrix g = feature_gradient(sae, site.gradient, norm.out_scale);
                     arrays.select_rows(a, g.view(), rows);
                     for (std::size_t i = 0; i < rows.size(); ++i) sum[i] += run.sign * rows[i];

@@ -10,14 +10,16 @@
 //
 // the decoder rows dotted with the site's gradient (dM/dsite' is the gradient the backward
 // reports at the site: the splice is the last change the site gets). The activation is
-// f = encode(site), as the stage shows it. Transcoders (another output site) are refused:
-// their features write another site than they read, which the backward would have to carry
-// from the output site back to the input's features (not built).
+// f = encode(site), as the stage shows it. A transcoder reads one site and splices into a
+// later one (out' = out + ((f' - f) W_dec) · out_scale): the same formula with the
+// gradient at its output site, which the backward reports before it reaches the input.
 //
 // Integrated gradients on sae_features (atp.cpp) moves the features along the path by the
 // splice itself: at step alpha the site gets ((f + alpha (f_corrupt - f)) - f) W_dec ·
 // out_scale added (features::splice_delta, the route's arithmetic for a hook's edit), and
-// the features' gradient there is feature_gradient of the site's, out_scale the clean site's.
+// the features' gradient there is feature_gradient of the site's, out_scale the clean site's
+// (a transcoder: encoded at its input site, the delta added and the gradient read at its
+// output site).
 #pragma once
 
 #include "attribution/gradient_model.hpp"
@@ -25,12 +27,14 @@
 
 namespace ember::attribution {
 
-// ember::Error naming the SAE when the gradient model cannot take it (a transcoder, a
-// site the gradient model does not report).
+// ember::Error naming the SAE when the gradient model cannot take it (a site the gradient
+// model does not report).
 void check_sae_for_gradients(const features::Sae& sae);
 
-// Whether `site` is the one the SAE reads.
+// Whether `site` is the one the SAE reads / the one its reconstruction is spliced into
+// (a transcoder's output site, an SAE's own).
 bool sae_reads(const features::Sae& sae, const Site& site);
+bool sae_writes(const features::Sae& sae, const Site& site);
 
 // dM/df' [T, d_sae] = out_scale[t] · W_dec[j] · g[t], g = dM/dsite' [T, d_out] (sums in double).
 Matrix feature_gradient(const features::Sae& sae, kernels::ConstRows g, const std::vector<float>& out_scale);

@@ -19,6 +19,7 @@
 // hook names) and writing after_mlp 1: the same two properties at its output site.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -109,6 +110,41 @@ bool same_steps(const runtime::GenerationResult& a, const runtime::GenerationRes
     return true;
 }
 
+// The strongest feature of the last prompt row (it must fire).
+std::size_t strongest_last_feature(const std::vector<float>& features, std::size_t d_sae) {
+    const float* last = features.data() + (kTokens - 1) * d_sae;
+    const std::size_t j = static_cast<std::size_t>(std::max_element(last, last + d_sae) - last);
+    REQUIRE(last[j] > 0.0f);
+    return j;
+}
+
+// Zeroes feature j in every row.
+void zero_feature(hooks::TensorView t, std::size_t j) {
+    for (std::size_t r = 0; r < t.rows; ++r) t.data[r * t.cols + j] = 0.0f;
+}
+
+// With feature j zeroed, the spliced site `after` must be `before` + float(-f_j W_dec[j])
+// in the rows where it fired and `before` elsewhere: the elements that are not (and, in
+// `moved`, those that changed at all).
+std::size_t zeroing_mismatches(const features::Sae& sae, std::size_t j, const std::vector<float>& features,
+                               const std::vector<float>& before, const std::vector<float>& after, std::size_t& moved) {
+    const std::size_t E = sae.d_out;
+    REQUIRE(before.size() == kTokens * E);
+    REQUIRE(after.size() == kTokens * E);
+    std::size_t wrong = 0;
+    moved = 0;
+    for (std::size_t t = 0; t < kTokens; ++t) {
+        const float f = features[t * sae.d_sae + j];
+        for (std::size_t i = 0; i < E; ++i) {
+            const float x = before[t * E + i];
+            const float want = f == 0.0f ? x : x + static_cast<float>((0.0 - f) * sae.W_dec[j * E + i]);
+            wrong += after[t * E + i] != want;
+            moved += after[t * E + i] != x;
+        }
+    }
+    return wrong;
+}
+
 void check_family(const char* name, runtime::Route route) {
     CAPTURE(name);
     CAPTURE(runtime::route_name(route));
@@ -132,29 +168,14 @@ void check_family(const char* name, runtime::Route route) {
     CHECK(reader.next == reader.site);  // before_layer 2 is after_layer 1 untouched
 
     // Zeroing the last row's strongest feature: the site moves by exactly -f W_dec[j].
-    const std::size_t last = kTokens - 1;
-    std::size_t j = 0;
-    for (std::size_t k = 0; k < sae.d_sae; ++k)
-        if (reader.features[last * sae.d_sae + k] > reader.features[last * sae.d_sae + j]) j = k;
-    const float value = reader.features[last * sae.d_sae + j];
-    REQUIRE(value > 0.0f);
+    const std::size_t j = strongest_last_feature(reader.features, sae.d_sae);
     Probe zeroing;
-    zeroing.edit = [&](hooks::TensorView t) {
-        for (std::size_t r = 0; r < t.rows; ++r) t.data[r * t.cols + j] = 0.0f;
-    };
+    zeroing.edit = [&](hooks::TensorView t) { zero_feature(t, j); };
     features::SaeSplicer ablated({{&sae, true}}, &zeroing);
     const RunResult ablated_run = run(*model, route, &ablated);
     CHECK(zeroing.site == reader.site);  // the run's hooks see the site before the splice
-    std::size_t wrong = 0, moved = 0;
-    for (std::size_t t = 0; t < kTokens; ++t) {
-        const float f = reader.features[t * sae.d_sae + j];
-        for (std::size_t i = 0; i < E; ++i) {
-            const float x = reader.site[t * E + i];
-            const float want = f == 0.0f ? x : x + static_cast<float>((0.0 - f) * sae.W_dec[j * E + i]);
-            wrong += zeroing.next[t * E + i] != want;
-            moved += zeroing.next[t * E + i] != x;
-        }
-    }
+    std::size_t moved = 0;
+    const std::size_t wrong = zeroing_mismatches(sae, j, reader.features, reader.site, zeroing.next, moved);
     CHECK_MESSAGE(wrong == 0, wrong << " elements of the spliced site are not x - f W_dec[j]");
     CHECK(moved > 0);
     CHECK(ablated_run.logits != plain.logits);  // the ablation reached the logits
@@ -245,30 +266,17 @@ void check_before_logits(const char* name, runtime::Route route) {
     CHECK_MESSAGE(plain.logits == with_sae.logits, "an unedited splice at before_logits changed the logits");
     CHECK_MESSAGE(same_steps(plain.generation, with_sae.generation), "an unedited splice changed the generation");
 
-    const std::size_t last = kTokens - 1;
-    std::size_t j = 0;
-    for (std::size_t k = 0; k < sae.d_sae; ++k)
-        if (reader.features[last * sae.d_sae + k] > reader.features[last * sae.d_sae + j]) j = k;
-    REQUIRE(reader.features[last * sae.d_sae + j] > 0.0f);
+    const std::size_t j = strongest_last_feature(reader.features, sae.d_sae);
     LogitsProbe zeroing;
-    zeroing.edit = [&](hooks::TensorView t) {
-        for (std::size_t r = 0; r < t.rows; ++r) t.data[r * t.cols + j] = 0.0f;
-    };
+    zeroing.edit = [&](hooks::TensorView t) { zero_feature(t, j); };
     features::SaeSplicer ablated({{&sae, true}}, &zeroing);
     AfterSplice after(&ablated);
     const RunResult ablated_run = run(*model, route, &after);
-    REQUIRE(after.site.size() == kTokens * E);
     CHECK(zeroing.site == reader.site);
-    std::size_t wrong = 0;
-    for (std::size_t t = 0; t < kTokens; ++t) {
-        const float f = reader.features[t * sae.d_sae + j];
-        for (std::size_t i = 0; i < E; ++i) {
-            const float x = reader.site[t * E + i];
-            const float want = f == 0.0f ? x : x + static_cast<float>((0.0 - f) * sae.W_dec[j * E + i]);
-            wrong += after.site[t * E + i] != want;
-        }
-    }
+    std::size_t moved = 0;
+    const std::size_t wrong = zeroing_mismatches(sae, j, reader.features, reader.site, after.site, moved);
     CHECK_MESSAGE(wrong == 0, wrong << " elements of the spliced final norm are not x - f W_dec[j]");
+    CHECK(moved > 0);
     CHECK(ablated_run.logits != plain.logits);
 }
 
@@ -328,29 +336,14 @@ void check_mlp_transcoder(const char* name, runtime::Route route) {
     CHECK_MESSAGE(same_steps(plain.generation, with_sae.generation), "an unedited transcoder changed the generation");
     CHECK(reader.mlp_out == before.mlp_out);
 
-    const std::size_t last = kTokens - 1;
-    std::size_t j = 0;
-    for (std::size_t k = 0; k < sae.d_sae; ++k)
-        if (reader.features[last * sae.d_sae + k] > reader.features[last * sae.d_sae + j]) j = k;
-    REQUIRE(reader.features[last * sae.d_sae + j] > 0.0f);
+    const std::size_t j = strongest_last_feature(reader.features, sae.d_sae);
     MlpProbe zeroing;
-    zeroing.edit = [&](hooks::TensorView t) {
-        for (std::size_t r = 0; r < t.rows; ++r) t.data[r * t.cols + j] = 0.0f;
-    };
+    zeroing.edit = [&](hooks::TensorView t) { zero_feature(t, j); };
     features::SaeSplicer ablated({{&sae, true}}, &zeroing);
     const RunResult ablated_run = run(*model, route, &ablated);
     CHECK(zeroing.mlp_input == before.mlp_input);
-    REQUIRE(zeroing.mlp_out.size() == kTokens * E);
-    std::size_t wrong = 0, moved = 0;
-    for (std::size_t t = 0; t < kTokens; ++t) {
-        const float f = reader.features[t * sae.d_sae + j];
-        for (std::size_t i = 0; i < E; ++i) {
-            const float x = before.mlp_out[t * E + i];
-            const float want = f == 0.0f ? x : x + static_cast<float>((0.0 - f) * sae.W_dec[j * E + i]);
-            wrong += zeroing.mlp_out[t * E + i] != want;
-            moved += zeroing.mlp_out[t * E + i] != x;
-        }
-    }
+    std::size_t moved = 0;
+    const std::size_t wrong = zeroing_mismatches(sae, j, reader.features, before.mlp_out, zeroing.mlp_out, moved);
     CHECK_MESSAGE(wrong == 0, wrong << " elements of the spliced after_mlp are not x - f W_dec[j]");
     CHECK(moved > 0);
     CHECK(ablated_run.logits != plain.logits);

@@ -48,6 +48,14 @@ TEST_CASE("dispatch: the best variant follows the features") {
     fast::CpuFeatures no_bw = full_avx512();
     no_bw.avx512bw = false;
     CHECK(fast::best_variant(no_bw) == fast::CpuVariant::avx2);
+    fast::CpuFeatures vnni = avx2_only();
+    vnni.avxvnni = true;
+    CHECK(fast::best_variant(vnni) == fast::CpuVariant::avxvnni);
+    no_bw.avxvnni = true;
+    CHECK(fast::best_variant(no_bw) == fast::CpuVariant::avxvnni);
+    fast::CpuFeatures everything = full_avx512();
+    everything.avxvnni = true;
+    CHECK(fast::best_variant(everything) == fast::CpuVariant::avx512);
 }
 
 TEST_CASE("dispatch: EMBER_CPU picks a variant, refuses one the CPU lacks and unknown names") {
@@ -58,11 +66,13 @@ TEST_CASE("dispatch: EMBER_CPU picks a variant, refuses one the CPU lacks and un
     CHECK_THROWS_WITH_AS(fast::choose_variant(avx2_only(), "avx512"),
                          "EMBER_CPU=avx512: this CPU cannot run the avx512 kernels (missing avx512f, avx512bw, avx512vl, avx512dq)",
                          ember::Error);
+    CHECK_THROWS_WITH_AS(fast::choose_variant(full_avx512(), "avxvnni"),
+                         "EMBER_CPU=avxvnni: this CPU cannot run the avxvnni kernels (missing avxvnni)", ember::Error);
     CHECK_THROWS_WITH_AS(fast::choose_variant(full_avx512(), "sse"),
-                         "EMBER_CPU=sse: unknown CPU variant (expected scalar, avx2 or avx512)", ember::Error);
+                         "EMBER_CPU=sse: unknown CPU variant (expected scalar, avx2, avxvnni or avx512)", ember::Error);
     CHECK_THROWS_WITH_AS(fast::choose_variant(full_avx512(), "amx"),
                          "EMBER_CPU=amx: this build has no AMX kernels (none was built without a machine that has AMX to "
-                         "test them on); expected scalar, avx2 or avx512",
+                         "test them on); expected scalar, avx2, avxvnni or avx512",
                          ember::Error);
     CHECK_THROWS_AS(fast::make_kernel_set(fast::CpuVariant::avx2, fast::CpuFeatures{}), ember::Error);
 }

@@ -1,7 +1,7 @@
 // Rung: below the ladder (kernel unit tests). The fast route never turns a NaN into a
 // number: a NaN (or an infinity) in one activation of a token makes every output of that
 // token's product non-finite, for every row of the weight-format table and every kernel
-// set this CPU runs (EMBER_CPU's variants: scalar, avx2, avx512, with and without
+// set this CPU runs (EMBER_CPU's variants: scalar, avx2, avxvnni, avx512, with and without
 // VNNI/BF16), in decode (one token), pairs and token lanes (VNNI prefill), a whole NaN row
 // included; the other tokens keep the bits they have without the NaN. The same for the
 // activation functions and attention (a NaN query or cached key gives NaN heads).

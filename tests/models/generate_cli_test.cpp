@@ -83,7 +83,7 @@ TEST_CASE("ember generate: the same seed gives the same tokens, with 1 or 2 thre
 
 TEST_CASE("ember generate --route fast: the same story on every CPU variant, and the variant named") {
     if (test::fast_route_missing()) return;
-    for (const char* variant : {"scalar", "avx2", "avx512"}) {
+    for (const char* variant : {"scalar", "avx2", "avxvnni", "avx512"}) {
         CAPTURE(variant);
         const auto on_variant = [&](const std::string& options) {
             return run_command(std::string("EMBER_CPU=") + variant + " " + EMBER_BINARY + " generate --threads 2 " + options +

@@ -43,28 +43,6 @@ inline void widen_values(__m256i v, Pairs16& out) {
     out.q[1] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(halves, 1));
 }
 
-__m256i load_bytes(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
-// The weight formats: their 32 values as int8 (element order) and their scale.
-struct Q8_0Values {
-    using Block = BlockQ8_0;
-    static __m256i values(const Block& b) { return load_bytes(b.qs); }
-};
-
-struct Q4_0Values {
-    using Block = BlockQ4_0;
-    static __m256i values(const Block& b) { return _mm256_sub_epi8(legacy_nibbles(b.qs), _mm256_set1_epi8(8)); }
-};
-
-// Q5_0: nibble + 16 * (fifth bit) - 16, i.e. nibble | 0xF0 where the fifth bit is clear.
-struct Q5_0Values {
-    using Block = BlockQ5_0;
-    static __m256i values(const Block& b) {
-        const __m256i bit_set = bytes_from_bits_32(b.qh);
-        return _mm256_or_si256(legacy_nibbles(b.qs), _mm256_andnot_si256(bit_set, _mm256_set1_epi8(static_cast<char>(0xF0))));
-    }
-};
-
 constexpr std::size_t kSlabBlocks = 4096;      // widened weights per slab: 256 KiB (+ 16 KiB of scales)
 constexpr std::size_t kPackBlocks = 4096;      // widened activations per chunk: 256 KiB (+ 16 KiB of scales)
 constexpr std::size_t kChunkTokens = 16;

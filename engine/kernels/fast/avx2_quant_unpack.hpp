@@ -1,6 +1,7 @@
 // Unpacking shared by the AVX2 quant products (avx2_quants.cpp, avx2_quants_low.cpp,
-// avx2_kquant_prompt.cpp; compiled with -mavx2 -mfma -mf16c). Internal linkage only: see
-// variant_kernels.hpp.
+// avx2_q8_0_prompt.cpp, avx2_kquant_prompt.cpp; compiled with -mavx2 -mfma -mf16c) and
+// the AVX-VNNI ones (avxvnni_q8_0_prompt.cpp, the same flags and -mavxvnni). Internal
+// linkage only: see variant_kernels.hpp.
 #pragma once
 
 #include "kernels/fast/intrinsics.hpp"
@@ -48,6 +49,30 @@ inline void unpack_q6_k(const BlockQ6_K& b, __m256i q[8], __m256i scale[8]) {
     for (int c = 0; c < 8; ++c)
         scale[c] = _mm256_set_m128i(_mm_set1_epi16(b.scales[2 * c + 1]), _mm_set1_epi16(b.scales[2 * c]));
 }
+
+inline __m256i load_bytes(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// The formats whose dot product takes Q8_0 activations: a block's 32 values as int8
+// (element order).
+struct Q8_0Values {
+    using Block = BlockQ8_0;
+    static __m256i values(const Block& b) { return load_bytes(b.qs); }
+};
+
+struct Q4_0Values {
+    using Block = BlockQ4_0;
+    static __m256i values(const Block& b) { return _mm256_sub_epi8(legacy_nibbles(b.qs), _mm256_set1_epi8(8)); }
+};
+
+// Q5_0: nibble + 16 * (fifth bit) - 16, i.e. nibble | 0xF0 where the fifth bit is clear.
+struct Q5_0Values {
+    using Block = BlockQ5_0;
+    static __m256i values(const Block& b) {
+        const __m256i bit_set = bytes_from_bits_32(b.qh);
+        return _mm256_or_si256(legacy_nibbles(b.qs),
+                               _mm256_andnot_si256(bit_set, _mm256_set1_epi8(static_cast<char>(0xF0))));
+    }
+};
 
 }  // namespace
 }  // namespace ember::kernels::fast

@@ -1,5 +1,7 @@
 #include "kernels/fast/cpu_features.hpp"
 
+#include <iterator>
+#include <string>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -26,6 +28,16 @@ unsigned long long read_xcr0() {
 
 bool bit(unsigned value, int index) { return (value >> index) & 1u; }
 
+// "scalar, avx2, avxvnni or avx512"
+std::string variant_names() {
+    std::string out;
+    for (std::size_t i = 0; i < std::size(kAllCpuVariants); ++i) {
+        if (i > 0) out += i + 1 == std::size(kAllCpuVariants) ? " or " : ", ";
+        out += variant_name(kAllCpuVariants[i]);
+    }
+    return out;
+}
+
 }  // namespace
 
 CpuFeatures detect_cpu_features() {
@@ -49,18 +61,16 @@ CpuFeatures detect_cpu_features() {
     f.avx2 = bit(ebx, 5);
     f.fma = cpu_fma;
     f.f16c = cpu_f16c;
+    unsigned eax1 = 0, ebx1 = 0, ecx1 = 0, edx1 = 0;  // leaf 7, subleaf 1
+    if (eax >= 1) __cpuid_count(7, 1, eax1, ebx1, ecx1, edx1);
+    f.avxvnni = bit(eax1, 4);
     if (os_zmm) {
         f.avx512f = bit(ebx, 16);
         f.avx512dq = bit(ebx, 17);
         f.avx512bw = bit(ebx, 30);
         f.avx512vl = bit(ebx, 31);
         f.avx512vnni = bit(ecx, 11);
-        const unsigned max_subleaf = eax;
-        if (max_subleaf >= 1) {
-            unsigned eax1 = 0, ebx1 = 0, ecx1 = 0, edx1 = 0;
-            __cpuid_count(7, 1, eax1, ebx1, ecx1, edx1);
-            f.avx512bf16 = bit(eax1, 5);
-        }
+        f.avx512bf16 = bit(eax1, 5);
     }
 #endif
     return f;
@@ -70,6 +80,7 @@ std::string_view variant_name(CpuVariant variant) {
     switch (variant) {
         case CpuVariant::scalar: return "scalar";
         case CpuVariant::avx2: return "avx2";
+        case CpuVariant::avxvnni: return "avxvnni";
         case CpuVariant::avx512: return "avx512";
     }
     return "unknown";
@@ -89,11 +100,12 @@ bool supports(const CpuFeatures& f, CpuVariant variant, std::string* missing) {
         if (!absent.empty()) absent += ", ";
         absent += name;
     };
-    if (variant == CpuVariant::avx2 || variant == CpuVariant::avx512) {
+    if (variant != CpuVariant::scalar) {
         need(f.avx2, "avx2");
         need(f.fma, "fma");
         need(f.f16c, "f16c");
     }
+    if (variant == CpuVariant::avxvnni) need(f.avxvnni, "avxvnni");
     if (variant == CpuVariant::avx512) {
         need(f.avx512f, "avx512f");
         need(f.avx512bw, "avx512bw");
@@ -105,20 +117,22 @@ bool supports(const CpuFeatures& f, CpuVariant variant, std::string* missing) {
 }
 
 CpuVariant best_variant(const CpuFeatures& features) {
-    if (supports(features, CpuVariant::avx512)) return CpuVariant::avx512;
-    if (supports(features, CpuVariant::avx2)) return CpuVariant::avx2;
-    return CpuVariant::scalar;
+    CpuVariant best = CpuVariant::scalar;
+    for (CpuVariant v : kAllCpuVariants)
+        if (supports(features, v)) best = v;
+    return best;
 }
 
 CpuVariant choose_variant(const CpuFeatures& features, const char* ember_cpu) {
     if (ember_cpu == nullptr || *ember_cpu == '\0') return best_variant(features);
     const auto variant = parse_variant(ember_cpu);
     if (!variant && std::string_view(ember_cpu) == "amx") {
-        throw Error("EMBER_CPU=amx: this build has no AMX kernels (none was built without a machine that has AMX to "
-                    "test them on); expected scalar, avx2 or avx512");
+        throw Error(fmt::format("EMBER_CPU=amx: this build has no AMX kernels (none was built without a machine that "
+                                "has AMX to test them on); expected {}",
+                                variant_names()));
     }
     if (!variant) {
-        throw Error(fmt::format("EMBER_CPU={}: unknown CPU variant (expected scalar, avx2 or avx512)", ember_cpu));
+        throw Error(fmt::format("EMBER_CPU={}: unknown CPU variant (expected {})", ember_cpu, variant_names()));
     }
     std::string missing;
     if (!supports(features, *variant, &missing)) {

@@ -81,6 +81,18 @@ KernelSet avx2_set() {
     return k;
 }
 
+// The AVX2 set with the prompt products of the formats that take Q8_0 activations by
+// AVX-VNNI's 256-bit vpdpbusd (the same bits).
+KernelSet avxvnni_set() {
+    KernelSet k = avx2_set();
+    k.variant = CpuVariant::avxvnni;
+    k.description = "avxvnni";
+    set_matmul(k, GgmlType::Q8_0, avxvnni::q8_0_matmul_rows);
+    set_matmul(k, GgmlType::Q4_0, avxvnni::q4_0_matmul_rows);
+    set_matmul(k, GgmlType::Q5_0, avxvnni::q5_0_matmul_rows);
+    return k;
+}
+
 // AVX-512 F/BW/VL/DQ kernels; without VNNI the quantized products are the AVX2 ones, with it all
 // but Q4_1 and Q5_1 (AVX2 in both) are VNNI kernels; without
 // AVX512_BF16 the BF16 product converts to F32 and uses FMA.
@@ -127,6 +139,7 @@ KernelSet make_kernel_set(CpuVariant variant, const CpuFeatures& features) {
     switch (variant) {
         case CpuVariant::scalar: return scalar_set();
         case CpuVariant::avx2: return avx2_set();
+        case CpuVariant::avxvnni: return avxvnni_set();
         case CpuVariant::avx512: return avx512_set(features);
     }
     throw Error("unknown CPU variant");

@@ -110,6 +110,13 @@ void q3_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t
 void q5_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 }  // namespace avx512_vnni
 
+namespace avxvnni {  // avx2 flags + -mavxvnni
+// avxvnni_q8_0_prompt.cpp: prompts by vpdpbusd, decode by the avx2 kernels; avx2's bits
+void q8_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q4_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q5_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+}  // namespace avxvnni
+
 namespace avx512_bf16 {  // avx512 flags + -mavx512bf16
 void bf16_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 }  // namespace avx512_bf16

@@ -1,6 +1,6 @@
 # Sourced by scripts/bench.sh and scripts/bench-dataset.sh: the settings they share, the
 # llama.cpp peer check, building `ember` and writing the random-weight llama-1b models once.
-# Sets root, threads, build, models, peer, vocab and ember.
+# Sets root, threads, build, models, peer, vocab and ember (and, with bench_choose_cpu, cpu).
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 threads=${EMBER_BENCH_THREADS:-2}
 build=${EMBER_BUILD_DIR:-$root/build}
@@ -33,43 +33,53 @@ bench_model() {  # TYPE [SHAPE] (`ember synth --type`, --shape; default llama-1b
     echo "$model"
 }
 
-# EMBER_BENCH_CPU=avx2: llama.cpp built for AVX2 only (no AVX-512, no VNNI) from the source
-# the peer package ships (node-llama-cpp's gitRelease.bundle), once, into
-# $EMBER_BENCH_LLAMA_DIR (default ~/.cache/ember/llama.cpp-avx2); prints the path of its
-# llama-bench. About 20 CPU-minutes the first time.
-bench_llama_avx2() {
-    local dir=${EMBER_BENCH_LLAMA_DIR:-$HOME/.cache/ember/llama.cpp-avx2}
-    local bundle=$peer/node_modules/node-llama-cpp/llama/gitRelease.bundle
-    local bin=$dir/build/bin/llama-bench
-    if [[ ! -x $bin ]]; then
-        if [[ ! -f $bundle ]]; then
-            echo "bench: $bundle is missing (the peer's npm install ships it)" >&2
+# EMBER_BENCH_CPU=avx2 / avxvnni: llama.cpp for that instruction set alone. The peer
+# package ships ggml's per-CPU backends (llama.cpp's ggml/src/CMakeLists.txt, built with
+# GGML_CPU_ALL_VARIANTS: haswell = SSE4.2 AVX F16C FMA AVX2 BMI2, alderlake = those +
+# AVX_VNNI, the AVX-512 ones above), and ggml loads the best backend its directory holds
+# that this CPU runs. A copy of the peer whose bins hold only the wanted one (hard links
+# where the file system allows, made once into $EMBER_BENCH_PEERS, default
+# ~/.cache/ember/peers) is llama.cpp built for that set, the same commit and harness as the
+# default peer. Prints the copy's directory.
+bench_peer_for_cpu() {  # VARIANT
+    local backend
+    case $1 in
+        avx2) backend=haswell ;;
+        avxvnni) backend=alderlake ;;
+        *) echo "bench: no llama.cpp CPU backend is chosen for EMBER_BENCH_CPU=$1 (avx2, avxvnni)" >&2; exit 2 ;;
+    esac
+    local dir=${EMBER_BENCH_PEERS:-$HOME/.cache/ember/peers}/$1
+    local bins=node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
+    if [[ ! -f $dir/.ember-peer-copy ]]; then
+        if [[ -e $dir ]]; then
+            echo "bench: $dir exists but is not a peer copy this script made; move it away" >&2
             exit 1
         fi
-        echo "building llama.cpp for AVX2 only into $dir (once)" >&2
-        [[ -d $dir/src ]] || git clone --quiet "$bundle" "$dir/src" >&2
-        cmake -S "$dir/src" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DGGML_AVX2=ON \
-            -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DLLAMA_CURL=OFF >&2
-        cmake --build "$dir/build" -j "${EMBER_JOBS:-2}" --target llama-bench >&2
+        if [[ ! -f $peer/$bins/libggml-cpu-$backend.so ]]; then
+            echo "bench: $peer/$bins/libggml-cpu-$backend.so is missing (the peer's npm install ships it)" >&2
+            exit 1
+        fi
+        echo "making $dir: the peer with llama.cpp's $backend CPU backend alone (once)" >&2
+        local tmp=$dir.tmp.$$
+        mkdir -p "$(dirname "$dir")"
+        cp -al "$peer" "$tmp" 2>/dev/null || { rm -rf "$tmp"; cp -a "$peer" "$tmp"; }
+        local f
+        for f in "$tmp/$bins"/libggml-cpu-*.so; do
+            [[ $(basename "$f") == "libggml-cpu-$backend.so" ]] || rm "$f"
+        done
+        echo "$backend" >"$tmp/.ember-peer-copy"
+        mv "$tmp" "$dir"
     fi
-    echo "$bin"
+    echo "$dir"
 }
 
-# One llama-bench round in the peer's JSON line form ({"prefill_tok_s", "decode_tok_s"}):
-# the prompt at depth 0, then GEN tokens generated after PROMPT tokens of context (-d), as
-# `ember bench` decodes after its prefill. KV cache F16, llama.cpp's default and the peer's:
-# llama-bench's -ctk/-ctv take no f32 (its ggml_type_from_name knows f16, bf16 and the
-# quants), so llama.cpp keeps the cache half the size of Ember's F32 one.
-bench_llama_bench_round() {  # LLAMA_BENCH MODEL PROMPT GEN THREADS
-    local common=(-m "$2" -t "$5" -r 1 -ctk f16 -ctv f16 -o jsonl)
-    {
-        "$1" "${common[@]}" -p "$3" -n 0
-        "$1" "${common[@]}" -p 0 -n "$4" -d "$3"
-    } 2>/dev/null | python3 -c '
-import json, sys
-tests = [json.loads(line) for line in sys.stdin if line.startswith("{")]
-pp = [t["avg_ts"] for t in tests if t["n_prompt"] > 0 and t["n_gen"] == 0]
-tg = [t["avg_ts"] for t in tests if t["n_gen"] > 0 and t["n_prompt"] == 0]
-if len(pp) != 1 or len(tg) != 1: sys.exit("llama-bench: expected one prompt and one generation test")
-print(json.dumps({"prefill_tok_s": pp[0], "decode_tok_s": tg[0], "engine": "llama-bench (AVX2 build)"}))'
+# EMBER_BENCH_CPU (unset, avx2 or avxvnni): for a set, Ember runs it (EMBER_CPU) and $peer
+# becomes llama.cpp's backend for the same set (bench_peer_for_cpu). Sets cpu.
+bench_choose_cpu() {  # CALLER: the calling script, for the message
+    cpu=${EMBER_BENCH_CPU:-}
+    case $cpu in
+        "") ;;
+        avx2 | avxvnni) export EMBER_CPU=$cpu; peer=$(bench_peer_for_cpu "$cpu") ;;
+        *) echo "$1: EMBER_BENCH_CPU=$cpu: expected avx2, avxvnni (or unset)" >&2; exit 2 ;;
+    esac
 }

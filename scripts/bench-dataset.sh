@@ -17,7 +17,8 @@
 # samples/s >= 10x one process per sample, peak RSS <= model file + 300 MiB.
 # The machine should be idle: check `uptime` first.
 # Settings: EMBER_BENCH_THREADS (2), EMBER_BENCH_SAMPLES (1000), EMBER_BUILD_DIR (build),
-# EMBER_PEER_DIR (../shared/tools/peer-llamacpp, with node_modules installed).
+# EMBER_PEER_DIR (../shared/tools/peer-llamacpp, with node_modules installed), EMBER_BENCH_CPU
+# (avx2 or avxvnni: that set on both sides, as scripts/bench.sh).
 set -euo pipefail
 
 rounds=${1:-3}
@@ -25,6 +26,7 @@ samples=${EMBER_BENCH_SAMPLES:-1000}
 per_process=${EMBER_BENCH_PER_PROCESS:-100}
 source "$(dirname "$0")/bench-common.sh"
 bench_require_peer bench-dataset.sh
+bench_choose_cpu bench-dataset.sh
 bench_build_ember
 model=$(bench_model q8_0)
 

@@ -16,10 +16,10 @@
 # has it: EMBER_PEER_DIR=/path/to/peer-llamacpp. Settings: EMBER_BENCH_THREADS (2),
 # EMBER_BENCH_PROMPT (128), EMBER_BENCH_GEN (64), EMBER_BUILD_DIR (build),
 # EMBER_BENCH_TYPES ("q8_0 f16").
-# EMBER_BENCH_CPU=avx2: Ember with EMBER_CPU=avx2 against llama.cpp built for AVX2 only
-# (bench-common.sh bench_llama_avx2: the peer package's llama.cpp source, -DGGML_NATIVE=OFF
-# -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF, its llama-bench), so an
-# AVX-512 machine measures the AVX2 ratios too. Unset: Ember's best kernels against the peer.
+# EMBER_BENCH_CPU=avx2 (or avxvnni): Ember with EMBER_CPU=avx2 against llama.cpp's CPU
+# backend for AVX2 alone, ggml's haswell (avxvnni: alderlake, AVX2 + AVX-VNNI), from the
+# peer's own prebuilt backends (bench-common.sh bench_peer_for_cpu), so an AVX-512 machine
+# measures those sets' ratios too. Unset: Ember's best kernels against the peer's best.
 # The machine should be otherwise idle: check `uptime` first; rerun if disturbed.
 set -euo pipefail
 
@@ -27,15 +27,10 @@ rounds=${1:-5}
 prompt=${EMBER_BENCH_PROMPT:-128}
 gen=${EMBER_BENCH_GEN:-64}
 types=${EMBER_BENCH_TYPES:-q8_0 f16}
-cpu=${EMBER_BENCH_CPU:-}
 source "$(dirname "$0")/bench-common.sh"
 bench_require_peer bench.sh
 bench_build_ember
-case $cpu in
-    "") ;;
-    avx2) export EMBER_CPU=avx2; llama_bench=$(bench_llama_avx2) ;;
-    *) echo "bench.sh: EMBER_BENCH_CPU=$cpu: expected avx2 (or unset)" >&2; exit 2 ;;
-esac
+bench_choose_cpu bench.sh
 for type in $types; do bench_model "$type" >/dev/null; done
 
 results=$(mktemp -d)
@@ -48,11 +43,7 @@ for type in $types; do
         "$ember" bench --model "$model" --prompt-tokens "$prompt" --gen-tokens "$gen" --threads "$threads" \
             --repeat 1 --warmup 1 --json | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)))' \
             >>"$results/ember-$type.jsonl"
-        if [[ $cpu == avx2 ]]; then
-            bench_llama_bench_round "$llama_bench" "$model" "$prompt" "$gen" "$threads" >>"$results/peer-$type.jsonl"
-        else
-            (cd "$peer" && node peer.mjs "$model" "$prompt" "$gen" "$threads") | tail -n 1 >>"$results/peer-$type.jsonl"
-        fi
+        (cd "$peer" && node peer.mjs "$model" "$prompt" "$gen" "$threads") | tail -n 1 >>"$results/peer-$type.jsonl"
     done
 done
 echo "uptime after: $(uptime)" >&2

@@ -82,7 +82,7 @@ KernelSet avx2_set() {
 }
 
 // The AVX2 set with the prompt products of the formats that take Q8_0 activations by
-// AVX-VNNI's 256-bit vpdpbusd (the same bits).
+// AVX-VNNI's 256-bit vpdpbusd, and Q4_K's and Q6_K's by its vpdpwssd (the same bits).
 KernelSet avxvnni_set() {
     KernelSet k = avx2_set();
     k.variant = CpuVariant::avxvnni;
@@ -90,6 +90,8 @@ KernelSet avxvnni_set() {
     set_matmul(k, GgmlType::Q8_0, avxvnni::q8_0_matmul_rows);
     set_matmul(k, GgmlType::Q4_0, avxvnni::q4_0_matmul_rows);
     set_matmul(k, GgmlType::Q5_0, avxvnni::q5_0_matmul_rows);
+    set_matmul(k, GgmlType::Q4_K, avxvnni::q4_k_matmul_rows);
+    set_matmul(k, GgmlType::Q6_K, avxvnni::q6_k_matmul_rows);
     return k;
 }
 

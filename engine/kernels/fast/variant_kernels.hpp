@@ -115,6 +115,9 @@ namespace avxvnni {  // avx2 flags + -mavxvnni
 void q8_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void q4_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 void q5_0_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+// avxvnni_kquant_prompt.cpp: prompts by vpdpwssd, decode by the avx2 kernels; avx2's bits
+void q4_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
+void q6_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end);
 }  // namespace avxvnni
 
 namespace avx512_bf16 {  // avx512 flags + -mavx512bf16

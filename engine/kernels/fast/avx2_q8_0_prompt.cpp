@@ -8,7 +8,7 @@
 // are formed differs from the decode tiles (avx2_kernels.cpp): there, |w| * sign(a, w)
 // with maddubs, whose sign step competes with maddubs and madd for the same vector
 // pipes; here both operands are widened to int16 once and s_i is two vpmaddwd and an add,
-// with no sign step:
+// with no sign step (the walk over slabs, chunks and tiles is q8_0_prompt_walk.hpp's):
 //   - the weights of a slab of rows (up to kSlabBlocks blocks, 256 KiB: kept in L2 while
 //     every chunk of tokens is multiplied with them) are widened once per call, their
 //     scales converted to F32;
@@ -21,6 +21,7 @@
 
 #include "kernels/fast/avx2_common.hpp"
 #include "kernels/fast/avx2_quant_unpack.hpp"
+#include "kernels/fast/q8_0_prompt_walk.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 
 namespace ember::kernels::fast::avx2 {
@@ -43,140 +44,106 @@ inline void widen_values(__m256i v, Pairs16& out) {
     out.q[1] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(halves, 1));
 }
 
-constexpr std::size_t kSlabBlocks = 4096;      // widened weights per slab: 256 KiB (+ 16 KiB of scales)
-constexpr std::size_t kPackBlocks = 4096;      // widened activations per chunk: 256 KiB (+ 16 KiB of scales)
-constexpr std::size_t kChunkTokens = 16;
-constexpr std::size_t kMinChunkTokens = 4;     // rows too wide for four tokens' pack take the decode tiles
-constexpr int kTileRows = 2;
-constexpr int kTileTokens = 4;
+// The walk's kernel (q8_0_prompt_walk.hpp): element e (row or token) block b at
+// q[e * n_blocks + b], its scale at d[..].
+struct Widening {
+    struct Widened {
+        Pairs16* q;
+        float* d;
+    };
+    using Slab = Widened;
+    using Pack = Widened;
+    static constexpr std::size_t kSlabBlocks = 4096;  // widened weights per slab: 256 KiB (+ 16 KiB of scales)
+    static constexpr std::size_t kPackBlocks = 4096;  // widened activations per chunk: 256 KiB (+ 16 KiB of scales)
+    static constexpr std::size_t kChunkTokens = 16;
+    struct Buffers {
+        Pairs16 slab_q[kSlabBlocks];
+        float slab_d[kSlabBlocks];
+        Pairs16 pack_q[kPackBlocks];
+        float pack_d[kPackBlocks];
+        Slab slab() { return {slab_q, slab_d}; }
+        Pack pack() { return {pack_q, pack_d}; }
+    };
 
-// Widened operands: element e (row or token) block b at q[e * n_blocks + b], scale at d[..].
-struct Widened {
-    Pairs16* q;
-    float* d;
-};
-
-template <typename W>
-void widen_rows(const MatmulTask& task, std::size_t first, std::size_t count, const Widened& out) {
-    const std::size_t n_blocks = task.cols / kQ8_0BlockSize;
-    for (std::size_t r = 0; r < count; ++r) {
-        const auto* w = reinterpret_cast<const typename W::Block*>(task.weights + (first + r) * task.weight_row_bytes);
-        for (std::size_t b = 0; b < n_blocks; ++b) {
-            widen_values(W::values(w[b]), out.q[r * n_blocks + b]);
-            out.d[r * n_blocks + b] = _cvtsh_ss(w[b].d);
-        }
-    }
-}
-
-void widen_tokens(const MatmulTask& task, std::size_t first, std::size_t count, const Widened& out) {
-    const std::size_t n_blocks = task.cols / kQ8_0BlockSize;
-    for (std::size_t t = 0; t < count; ++t) {
-        const auto* a = reinterpret_cast<const BlockQ8_0*>(task.acts + (first + t) * task.act_row_bytes);
-        for (std::size_t b = 0; b < n_blocks; ++b) {
-            widen_values(load_bytes(a[b].qs), out.q[t * n_blocks + b]);
-            out.d[t * n_blocks + b] = _cvtsh_ss(a[b].d);
-        }
-    }
-}
-
-// R widened rows (from slab row k) x T widened tokens (from chunk token j); the outputs go
-// to task row r0 + k.., token t0 + j...
-template <int R, int T>
-void tile(const MatmulTask& task, const Widened& rows, std::size_t k, std::size_t r0, const Widened& tokens,
-          std::size_t j, std::size_t t0) {
-    const std::size_t n_blocks = task.cols / kQ8_0BlockSize;
-    const Pairs16* w[R];
-    const float* wd[R];
-    const Pairs16* a[T];
-    const float* ad[T];
-    for (int r = 0; r < R; ++r) {
-        w[r] = rows.q + (k + r) * n_blocks;
-        wd[r] = rows.d + (k + r) * n_blocks;
-    }
-    for (int t = 0; t < T; ++t) {
-        a[t] = tokens.q + (j + t) * n_blocks;
-        ad[t] = tokens.d + (j + t) * n_blocks;
-    }
-    __m256 acc[R][T];
-    for (int r = 0; r < R; ++r)
-        for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-    for (std::size_t b = 0; b < n_blocks; ++b) {
-        __m256i w0[R], w1[R];
-        __m256 d[R];
-        for (int r = 0; r < R; ++r) {
-            w0[r] = _mm256_load_si256(&w[r][b].q[0]);
-            w1[r] = _mm256_load_si256(&w[r][b].q[1]);
-            d[r] = _mm256_broadcast_ss(wd[r] + b);
-        }
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-            const __m256i x0 = _mm256_load_si256(&a[t][b].q[0]);
-            const __m256i x1 = _mm256_load_si256(&a[t][b].q[1]);
-            const __m256 dt = _mm256_broadcast_ss(ad[t] + b);
-#pragma GCC unroll 2
-            for (int r = 0; r < R; ++r) {
-                const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(x0, w0[r]), _mm256_madd_epi16(x1, w1[r]));
-                acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(d[r], dt), _mm256_cvtepi32_ps(s), acc[r][t]);
+    template <typename W>
+    static void unpack_rows(const MatmulTask& task, std::size_t first, std::size_t count, const Slab& out) {
+        const std::size_t n_blocks = task.cols / kQ8_0BlockSize;
+        for (std::size_t r = 0; r < count; ++r) {
+            const auto* w = reinterpret_cast<const typename W::Block*>(task.weights + (first + r) * task.weight_row_bytes);
+            for (std::size_t b = 0; b < n_blocks; ++b) {
+                widen_values(W::values(w[b]), out.q[r * n_blocks + b]);
+                out.d[r * n_blocks + b] = _cvtsh_ss(w[b].d);
             }
         }
     }
-    for (int r = 0; r < R; ++r)
-        for (int t = 0; t < T; ++t) task.out[(t0 + j + t) * task.out_stride + r0 + k + r] = avx2_fold8(acc[r][t]);
-}
 
-// Rows k.. of a slab (R of them) x the chunk's `count` tokens: whole tiles of
-// kTileTokens, then one tile of the remainder.
-template <int R>
-void tile_row(const MatmulTask& task, const Widened& rows, std::size_t k, std::size_t r0, const Widened& tokens,
-              std::size_t count, std::size_t t0) {
-    std::size_t j = 0;
-    for (; j + kTileTokens <= count; j += kTileTokens) tile<R, kTileTokens>(task, rows, k, r0, tokens, j, t0);
-    switch (count - j) {
-        case 3: tile<R, 3>(task, rows, k, r0, tokens, j, t0); break;
-        case 2: tile<R, 2>(task, rows, k, r0, tokens, j, t0); break;
-        case 1: tile<R, 1>(task, rows, k, r0, tokens, j, t0); break;
-        default: break;
-    }
-}
-
-// Rows [row_begin, row_end) x every token; false (nothing computed) when the rows are
-// too wide for a slab of one row or a chunk of kMinChunkTokens tokens.
-template <typename W>
-bool prompt_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    const std::size_t n_blocks = task.cols / kQ8_0BlockSize;
-    if (n_blocks == 0 || n_blocks * kMinChunkTokens > kPackBlocks || n_blocks > kSlabBlocks) return false;
-    const std::size_t slab_rows = kSlabBlocks / n_blocks;
-    const std::size_t chunk = kPackBlocks / n_blocks < kChunkTokens ? kPackBlocks / n_blocks : kChunkTokens;
-    Pairs16 slab_q[kSlabBlocks];
-    float slab_d[kSlabBlocks];
-    Pairs16 pack_q[kPackBlocks];
-    float pack_d[kPackBlocks];
-    const Widened rows{slab_q, slab_d};
-    const Widened tokens{pack_q, pack_d};
-    for (std::size_t first = row_begin; first < row_end; first += slab_rows) {
-        const std::size_t count = row_end - first < slab_rows ? row_end - first : slab_rows;
-        widen_rows<W>(task, first, count, rows);
-        for (std::size_t t0 = 0; t0 < task.n_tokens; t0 += chunk) {
-            const std::size_t n = task.n_tokens - t0 < chunk ? task.n_tokens - t0 : chunk;
-            widen_tokens(task, t0, n, tokens);
-            std::size_t k = 0;
-            for (; k + kTileRows <= count; k += kTileRows) tile_row<kTileRows>(task, rows, k, first, tokens, n, t0);
-            for (; k < count; ++k) tile_row<1>(task, rows, k, first, tokens, n, t0);
+    static void pack_tokens(const MatmulTask& task, std::size_t first, std::size_t count, const Pack& out) {
+        const std::size_t n_blocks = task.cols / kQ8_0BlockSize;
+        for (std::size_t t = 0; t < count; ++t) {
+            const auto* a = reinterpret_cast<const BlockQ8_0*>(task.acts + (first + t) * task.act_row_bytes);
+            for (std::size_t b = 0; b < n_blocks; ++b) {
+                widen_values(load_bytes(a[b].qs), out.q[t * n_blocks + b]);
+                out.d[t * n_blocks + b] = _cvtsh_ss(a[b].d);
+            }
         }
     }
-    return true;
-}
+
+    // R widened rows (from slab row k) x T widened tokens (from chunk token j); the outputs
+    // go to task row r0 + k.., token t0 + j...
+    template <int R, int T>
+    static void tile(const MatmulTask& task, const Slab& rows, std::size_t k, std::size_t r0, const Pack& tokens,
+                     std::size_t j, std::size_t t0) {
+        const std::size_t n_blocks = task.cols / kQ8_0BlockSize;
+        const Pairs16* w[R];
+        const float* wd[R];
+        const Pairs16* a[T];
+        const float* ad[T];
+        for (int r = 0; r < R; ++r) {
+            w[r] = rows.q + (k + r) * n_blocks;
+            wd[r] = rows.d + (k + r) * n_blocks;
+        }
+        for (int t = 0; t < T; ++t) {
+            a[t] = tokens.q + (j + t) * n_blocks;
+            ad[t] = tokens.d + (j + t) * n_blocks;
+        }
+        __m256 acc[R][T];
+        for (int r = 0; r < R; ++r)
+            for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+        for (std::size_t b = 0; b < n_blocks; ++b) {
+            __m256i w0[R], w1[R];
+            __m256 d[R];
+            for (int r = 0; r < R; ++r) {
+                w0[r] = _mm256_load_si256(&w[r][b].q[0]);
+                w1[r] = _mm256_load_si256(&w[r][b].q[1]);
+                d[r] = _mm256_broadcast_ss(wd[r] + b);
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < T; ++t) {
+                const __m256i x0 = _mm256_load_si256(&a[t][b].q[0]);
+                const __m256i x1 = _mm256_load_si256(&a[t][b].q[1]);
+                const __m256 dt = _mm256_broadcast_ss(ad[t] + b);
+#pragma GCC unroll 2
+                for (int r = 0; r < R; ++r) {
+                    const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(x0, w0[r]), _mm256_madd_epi16(x1, w1[r]));
+                    acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(d[r], dt), _mm256_cvtepi32_ps(s), acc[r][t]);
+                }
+            }
+        }
+        for (int r = 0; r < R; ++r)
+            for (int t = 0; t < T; ++t) task.out[(t0 + j + t) * task.out_stride + r0 + k + r] = avx2_fold8(acc[r][t]);
+    }
+};
 
 }  // namespace
 
 bool q8_0_prompt_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    return prompt_rows<Q8_0Values>(task, row_begin, row_end);
+    return q8_0_prompt_walk<Widening, Q8_0Values>(task, row_begin, row_end);
 }
 bool q4_0_prompt_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    return prompt_rows<Q4_0Values>(task, row_begin, row_end);
+    return q8_0_prompt_walk<Widening, Q4_0Values>(task, row_begin, row_end);
 }
 bool q5_0_prompt_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    return prompt_rows<Q5_0Values>(task, row_begin, row_end);
+    return q8_0_prompt_walk<Widening, Q5_0Values>(task, row_begin, row_end);
 }
 
 }  // namespace ember::kernels::fast::avx2

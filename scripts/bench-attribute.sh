@@ -4,8 +4,8 @@
 # prompt of 128 tokens, after_layer gradients of every layer at every position. Prints the
 # gradient forward's and the backward's times, their ratio against the bound of 3, and the
 # peak RSS against the budget of the model file + 2 GB.
-# The acceptance case (the 1B shape at 512 tokens; the 2-layer shape took 36 min under load 13-18,
-# so expect one to three hours for the 16 layers on an idle 2-core machine):
+# The acceptance cases: this default (128 tokens: 8 min on an idle 2-core Intel Xeon, 2026-12-03)
+# and the 1B shape at 512 tokens (about 75 min there, most of it beside other work):
 #   EMBER_BENCH_TOKENS=512 scripts/bench-attribute.sh
 #   scripts/bench-attribute.sh            (EMBER_BENCH_TOKENS, EMBER_BENCH_THREADS, EMBER_BUILD_DIR, EMBER_BENCH_MODELS;
 #                                          EMBER_BENCH_SHAPE=llama-1b-2layer: two of the 1B's layers, for memory per layer)

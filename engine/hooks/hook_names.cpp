@@ -141,12 +141,9 @@ HookSite fit_hook_site(std::string_view name, const HookSite& site, std::uint32_
             name, stage_name(site.stage)));
     if (site.post_norm == PostNormUse::PostNormOnly && !block_post_norms)
         throw Error(fmt::format("hook name '{}': a block post-norm, which this model does not have", name));
-    if (site.post_norm == PostNormUse::AttentionPostNormOrMlpInput) {
-        HookSite fitted{block_post_norms ? site.stage : Stage::MlpInput, site.layer,
-                        block_post_norms ? PostNormUse::PostNormOnly : PostNormUse::Same};
-        return fitted;
-    }
-    return site;
+    if (site.post_norm != PostNormUse::AttentionPostNormOrMlpInput) return site;
+    if (block_post_norms) return HookSite{site.stage, site.layer, PostNormUse::PostNormOnly};
+    return HookSite{Stage::MlpInput, site.layer, PostNormUse::Same};
 }
 
 std::string site_text(const HookSite& site) {

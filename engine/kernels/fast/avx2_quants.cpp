@@ -12,6 +12,7 @@
 #include "kernels/fast/intrinsics.hpp"
 
 #include "kernels/fast/avx2_common.hpp"
+#include "kernels/fast/avx2_kquant_stream.hpp"
 #include "kernels/fast/avx2_quant_unpack.hpp"
 #include "kernels/fast/prefetch.hpp"
 #include "kernels/fast/variant_kernels.hpp"
@@ -19,14 +20,6 @@
 namespace ember::kernels::fast::avx2 {
 
 namespace {
-
-float half(std::uint16_t h) { return _cvtsh_ss(h); }
-
-struct Acc {
-    __m256 lanes;
-    __m128 min_lanes;  // Q4_K's min terms
-    float mins;        // unused here (the formats with min terms are in avx2_quants_low.cpp)
-};
 
 // ---- Q4_0 x Q8_0: acc = fma(d_w * d_a, (float)lane sums, acc)
 struct Q4_0 {
@@ -101,6 +94,47 @@ struct Q4_K {
         m = _mm_add_ss(m, _mm_movehdup_ps(m));
         return avx2_fold8(acc.lanes) + _mm_cvtss_f32(m);
     }
+};
+
+// ---- Q4_K x Q8_K, streamed for decode (avx2_kquant_stream.hpp): Q4_K's operations per
+// output, one 32-element chunk (sub-block c: nibbles of qs[32 (c / 2)..], low or high) at a time
+struct Q4_KStream {
+    using Block = BlockQ4_K;
+    using Act = BlockQ8_K;
+    static constexpr std::size_t kBlock = 256;
+    struct Pre {
+        __m256i scales;  // the eight scales as int16, in both halves
+        __m128i mins;    // the eight mins as int16
+    };
+    struct Chunk {
+        __m256i q, scale;
+    };
+    static void prepare(const Block& b, Pre& p) {
+        const __m256i both = k4_scales_mins(b.scales);
+        p.scales = broadcast_half<false>(both);
+        p.mins = _mm256_extracti128_si256(both, 1);
+    }
+    static void begin(const Pre& p, const Block& b, const Act& a, Acc& acc) {
+        const float dmin = -a.d * half(b.dmin);
+        const __m256i bsums = load256(a.bsums);
+        const __m128i sub_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+        const __m128i prod = _mm_madd_epi16(p.mins, sub_sums);
+        acc.min_lanes = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc.min_lanes);
+    }
+    template <int c>
+    static Chunk chunk(const Pre& p, const Block& b) {
+        const __m256i q = _mm256_and_si256(_mm256_srli_epi16(load256(b.qs + 32 * (c / 2)), 4 * (c % 2)),
+                                           _mm256_set1_epi8(0xF));
+        return {q, one_scale<c>(p.scales)};
+    }
+    static __m256i dot(const Chunk& k, const std::int8_t* a) {
+        return _mm256_madd_epi16(k.scale, _mm256_maddubs_epi16(k.q, load256(a)));
+    }
+    static void end(const Block& b, const Act& a, __m256i sumi, Acc& acc) {
+        const float d = a.d * half(b.d);
+        acc.lanes = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc.lanes);
+    }
+    static float finish(const Acc& acc) { return Q4_K::finish(acc); }
 };
 
 // ---- Q6_K x Q8_K: lanes of scale * q (q unsigned), minus 32 (sc bsum) per lane pair
@@ -192,8 +226,8 @@ void q4_0_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) {
     if (t.n_tokens == 1 || !q4_0_prompt_rows(t, r0, r1)) quant_rows<Q4_0>(t, r0, r1);
 }
 void q4_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) {
-    // decode: 2-row tiles (a super-block's unpack of 4 rows spills AVX2's 16 registers)
-    if (t.n_tokens == 1) walk_rows<QuantTile<Q4_K>, 2, 1>(t, r0, r1);
+    // decode: a row at a time, chunk by chunk (a whole super-block's unpack spills AVX2's 16 registers)
+    if (t.n_tokens == 1) walk_rows<StreamTile<Q4_KStream>, kStreamDecodeRows, 1>(t, r0, r1);
     else if (!q4_k_prompt_rows(t, r0, r1)) quant_rows<Q4_K>(t, r0, r1);
 }
 void q6_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) {

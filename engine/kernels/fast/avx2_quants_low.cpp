@@ -7,53 +7,18 @@
 // int32, then the per-block fused multiply-adds and the final folds in the same order.
 // So every output has the portable variant's bits; backend_ops_test checks it.
 //
-// The K-quants stream: a weight super-block is unpacked one 32-element chunk at a time
-// (its quants and its two sub-block scales, two or three registers) and each chunk is
-// used at once for the tile's T tokens, so a tile's state is its T accumulators and T
-// int32 chunk sums, which fit AVX2's sixteen registers (one token for decode, four for
-// prompts). The per-output operations do not depend on the tile.
+// The K-quants stream one 32-element chunk at a time (avx2_kquant_stream.hpp): one token
+// for decode, four for prompts. The per-output operations do not depend on the tile.
 #include "kernels/fast/intrinsics.hpp"
 
 #include "kernels/fast/avx2_common.hpp"
+#include "kernels/fast/avx2_kquant_stream.hpp"
 #include "kernels/fast/avx2_quant_unpack.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 
 namespace ember::kernels::fast::avx2 {
 
 namespace {
-
-float half(std::uint16_t h) { return _cvtsh_ss(h); }
-
-struct Acc {
-    __m256 lanes;
-    float mins;  // Q5_K / Q4_1 / Q5_1: the min or offset terms, added after the fold
-};
-
-__m256i load256(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-
-// Both 128-bit halves of `v` hold its low (kHigh = false) or high half.
-template <bool kHigh>
-__m256i broadcast_half(__m256i v) {
-    return _mm256_permute4x64_epi64(v, kHigh ? 0xEE : 0x44);
-}
-
-// int16 lanes 0-7 the scale of sub-block 2i of a register holding eight int16 scales in
-// each half, lanes 8-15 that of sub-block 2i + 1 (llama.cpp's get_scale_shuffle_q3k).
-template <int i>
-__m256i pair_scales(__m256i scales) {
-    const __m256i mask = _mm256_set_epi8(4 * i + 3, 4 * i + 2, 4 * i + 3, 4 * i + 2, 4 * i + 3, 4 * i + 2, 4 * i + 3,
-                                         4 * i + 2, 4 * i + 3, 4 * i + 2, 4 * i + 3, 4 * i + 2, 4 * i + 3, 4 * i + 2,
-                                         4 * i + 3, 4 * i + 2, 4 * i + 1, 4 * i, 4 * i + 1, 4 * i, 4 * i + 1, 4 * i,
-                                         4 * i + 1, 4 * i, 4 * i + 1, 4 * i, 4 * i + 1, 4 * i, 4 * i + 1, 4 * i, 4 * i + 1,
-                                         4 * i);
-    return _mm256_shuffle_epi8(scales, mask);
-}
-
-// Every int16 lane the scale of sub-block i (llama.cpp's get_scale_shuffle_k4).
-template <int i>
-__m256i one_scale(__m256i scales) {
-    return _mm256_shuffle_epi8(scales, _mm256_set1_epi16(static_cast<short>((2 * i + 1) << 8 | 2 * i)));
-}
 
 // Chunk c of Q2_K / Q3_K's 2-bit quants: qs[32 (c / 4) + l] >> 2 (c % 4), 0..3
 template <int c>
@@ -157,17 +122,7 @@ struct Q5_K {
         __m256i q, scale;  // sub-block c (= chunk c), 0..31
     };
     static void prepare(const Block& b, Pre& p) {
-        // get_scale_min_k4 for all eight sub-blocks, as llama.cpp's kmask shuffle forms them
-        std::uint32_t u[4];
-        __builtin_memcpy(u, b.scales, 12);
-        const std::uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
-        u[3] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
-        const std::uint32_t mins_low = u[1] & k1;
-        u[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
-        u[2] = mins_low;
-        u[0] &= k1;
-        const __m256i both = _mm256_cvtepu8_epi16(_mm_set_epi32(static_cast<int>(u[3]), static_cast<int>(u[2]),
-                                                                static_cast<int>(u[1]), static_cast<int>(u[0])));
+        const __m256i both = k4_scales_mins(b.scales);
         p.scales = broadcast_half<false>(both);
         p.mins = _mm256_extracti128_si256(both, 1);
     }
@@ -196,50 +151,6 @@ struct Q5_K {
     }
     static float finish(const Acc& acc) { return avx2_fold8(acc.lanes) + acc.mins; }
 };
-
-// Chunk c of one weight super-block against the tile's T tokens, then chunk c + 1.
-template <typename F, int T, int c>
-void chunks_from(const typename F::Pre& p, const typename F::Block& w, const typename F::Act* const* a, std::size_t b,
-                 __m256i* sumi) {
-    if constexpr (c < 8) {
-        const typename F::Chunk k = F::template chunk<c>(p, w);
-        for (int t = 0; t < T; ++t) sumi[t] = _mm256_add_epi32(sumi[t], F::dot(k, a[t][b].qs + 32 * c));
-        chunks_from<F, T, c + 1>(p, w, a, b, sumi);
-    }
-}
-
-// One weight row x T tokens (R = 1; the walk's row count), super-block by super-block.
-template <typename F>
-struct StreamTile {
-    template <int R, int T>
-    static void run(const MatmulTask& task, std::size_t r0, std::size_t t0) {
-        static_assert(R == 1);
-        const std::size_t n_blocks = task.cols / F::kBlock;
-        const auto* w = reinterpret_cast<const typename F::Block*>(task.weights + r0 * task.weight_row_bytes);
-        const typename F::Act* a[T];
-        for (int t = 0; t < T; ++t) a[t] = reinterpret_cast<const typename F::Act*>(task.acts + (t0 + t) * task.act_row_bytes);
-        Acc acc[T];
-        for (int t = 0; t < T; ++t) acc[t] = {_mm256_setzero_ps(), 0.0f};
-        for (std::size_t b = 0; b < n_blocks; ++b) {
-            typename F::Pre p;
-            F::prepare(w[b], p);
-            __m256i sumi[T];
-            for (int t = 0; t < T; ++t) {
-                F::begin(p, w[b], a[t][b], acc[t]);
-                sumi[t] = _mm256_setzero_si256();
-            }
-            chunks_from<F, T, 0>(p, w[b], a, b, sumi);
-            for (int t = 0; t < T; ++t) F::end(w[b], a[t][b], sumi[t], acc[t]);
-        }
-        for (int t = 0; t < T; ++t) task.out[(t0 + t) * task.out_stride + r0] = F::finish(acc[t]);
-    }
-};
-
-template <typename F>
-void stream_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    if (task.n_tokens == 1) walk_rows<StreamTile<F>, 1, 1>(task, row_begin, row_end);
-    else walk_rows<StreamTile<F>, 1, 4>(task, row_begin, row_end);
-}
 
 // ---- Q4_1 / Q5_1 x Q8_1: acc = fma(d_w * d_a, (float)lane sums, acc) on unsigned quants,
 // and the offset mins = fma(m_w, s_a, mins), added after the fold. A block is one
@@ -283,7 +194,7 @@ struct LegacyTile {
         for (int t = 0; t < T; ++t) a[t] = reinterpret_cast<const typename F::Act*>(task.acts + (t0 + t) * task.act_row_bytes);
         Acc acc[R][T];
         for (int r = 0; r < R; ++r)
-            for (int t = 0; t < T; ++t) acc[r][t] = {_mm256_setzero_ps(), 0.0f};
+            for (int t = 0; t < T; ++t) acc[r][t] = {_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
         for (std::size_t b = 0; b < n_blocks; ++b) {
             typename F::W u[R];
             for (int r = 0; r < R; ++r) F::load(w[r][b], u[r]);

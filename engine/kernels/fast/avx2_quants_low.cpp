@@ -195,7 +195,10 @@ struct LegacyTile {
         Acc acc[R][T];
         for (int r = 0; r < R; ++r)
             for (int t = 0; t < T; ++t) acc[r][t] = {_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
+        // decode streams each row once: the next tile's rows are pulled into L1 meanwhile
+        const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, n_blocks);
         for (std::size_t b = 0; b < n_blocks; ++b) {
+            prefetch(b);
             typename F::W u[R];
             for (int r = 0; r < R; ++r) F::load(w[r][b], u[r]);
             for (int t = 0; t < T; ++t)

@@ -13,7 +13,8 @@
 #      (timed on the first $EMBER_BENCH_PER_PROCESS samples, default 100, and reported per sample),
 #   3. llama.cpp's own prefill of a 512-token prompt (`peer.mjs MODEL 512 1 2`).
 # Each ROUNDS times, alternately; medians and the ratios are printed with the targets:
-# the whole-sample run's evaluated tok/s >= 1.0x llama.cpp's 512-token prefill, dataset
+# the whole-sample run's evaluated tok/s >= 1.5x llama.cpp's 512-token prefill (issue 30; issue
+# 11 asked 1.0x), dataset
 # samples/s >= 10x one process per sample, peak RSS <= model file + 300 MiB.
 # The machine should be idle: check `uptime` first.
 # Settings: EMBER_BENCH_THREADS (2), EMBER_BENCH_SAMPLES (1000), EMBER_BUILD_DIR (build),
@@ -103,9 +104,9 @@ print(f"llama.cpp 512 prefill:                      {med(peer_tok):8.1f} tok/s  
 r_peer, r_proc = med(whole_tok) / med(peer_tok), med(ds_sps) / med(proc_sps)
 rss = max(d["peak_rss_kib"] for d in ds + whole) * 1024
 budget = os.path.getsize(model) + 300 * 2**20
-print(f"dataset whole samples, evaluated tok/s / llama.cpp prefill {r_peer:.2f} (target >= 1.0: {'ok' if r_peer >= 1 else 'SHORT'})")
+print(f"dataset whole samples, evaluated tok/s / llama.cpp prefill {r_peer:.2f} (target >= 1.5: {'ok' if r_peer >= 1.5 else 'SHORT'})")
 print(f"dataset / one process per sample, samples/s {r_proc:.1f} (target >= 10: {'ok' if r_proc >= 10 else 'SHORT'}); "
       f"whole samples {med(whole_sps) / med(proc_sps):.1f}")
 print(f"peak RSS {rss / 2**20:.0f} MiB, budget file + 300 MiB = {budget / 2**20:.0f} MiB: {'ok' if rss <= budget else 'OVER'}")
-sys.exit(0 if r_peer >= 1 and r_proc >= 10 and rss <= budget else 1)
+sys.exit(0 if r_peer >= 1.5 and r_proc >= 10 and rss <= budget else 1)
 PY

@@ -106,12 +106,17 @@ struct Widening {
             a[t] = tokens.q + (j + t) * n_blocks;
             ad[t] = tokens.d + (j + t) * n_blocks;
         }
+        // Every loop over the tile is unrolled: one GCC leaves rolled keeps acc in memory,
+        // stored every block (a fifth of the AVX2 Q8_0 prefill on Zen 3).
         __m256 acc[R][T];
+#pragma GCC unroll 8
         for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
             for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
         for (std::size_t b = 0; b < n_blocks; ++b) {
             __m256i w0[R], w1[R];
             __m256 d[R];
+#pragma GCC unroll 8
             for (int r = 0; r < R; ++r) {
                 w0[r] = _mm256_load_si256(&w[r][b].q[0]);
                 w1[r] = _mm256_load_si256(&w[r][b].q[1]);
@@ -129,7 +134,9 @@ struct Widening {
                 }
             }
         }
+#pragma GCC unroll 8
         for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
             for (int t = 0; t < T; ++t) task.out[(t0 + j + t) * task.out_stride + r0 + k + r] = avx2_fold8(acc[r][t]);
     }
 };

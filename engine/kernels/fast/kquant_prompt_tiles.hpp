@@ -112,6 +112,31 @@ constexpr int kTileRows = 2;
 constexpr int kTileTokens = 4;
 constexpr std::size_t kChunkTokens = 16;
 
+// The int32 lane sums of super-block b for the tile's R rows x T tokens. Not inlined: on its
+// own, GCC keeps the R x T sums in registers; inlined into the walk, it spilled them every chunk.
+template <typename S, int R, int T>
+[[gnu::noinline]] void kquant_block_sums(const RowBlock* const* w, const BlockQ8_K* const* a, std::size_t b,
+                                         __m256i (&sumi)[R][T]) {
+    for (int r = 0; r < R; ++r)
+        for (int t = 0; t < T; ++t) sumi[r][t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+        __m256i q[R], scale[R];
+        for (int r = 0; r < R; ++r) {
+            q[r] = _mm256_load_si256(&w[r][b].q[c]);
+            scale[r] = _mm256_load_si256(&w[r][b].scale[c]);
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+            const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t][b].qs + 32 * c));
+#pragma GCC unroll 2
+            for (int r = 0; r < R; ++r) {
+                sumi[r][t] = S::add(sumi[r][t], scale[r], _mm256_maddubs_epi16(q[r], x));
+            }
+        }
+    }
+}
+
 // R unpacked rows (slab entries from row k) x T tokens (from t0) of rows r0 + k...; S::add
 // (sumi, scale, products) returns sumi + madd(scale, products).
 template <typename F, typename S, int R, int T>
@@ -126,24 +151,7 @@ void kquant_tile(const MatmulTask& task, const RowBlock* slab, std::size_t k, st
         for (int t = 0; t < T; ++t) F::zero(acc[r][t]);
     for (std::size_t b = 0; b < n_blocks; ++b) {
         __m256i sumi[R][T];
-        for (int r = 0; r < R; ++r)
-            for (int t = 0; t < T; ++t) sumi[r][t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-        for (int c = 0; c < 8; ++c) {
-            __m256i q[R], scale[R];
-            for (int r = 0; r < R; ++r) {
-                q[r] = _mm256_load_si256(&w[r][b].q[c]);
-                scale[r] = _mm256_load_si256(&w[r][b].scale[c]);
-            }
-#pragma GCC unroll 4
-            for (int t = 0; t < T; ++t) {
-                const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t][b].qs + 32 * c));
-#pragma GCC unroll 2
-                for (int r = 0; r < R; ++r) {
-                    sumi[r][t] = S::add(sumi[r][t], scale[r], _mm256_maddubs_epi16(q[r], x));
-                }
-            }
-        }
+        kquant_block_sums<S, R, T>(w, a, b, sumi);
         for (int r = 0; r < R; ++r)
             for (int t = 0; t < T; ++t) F::add_block(w[r][b], a[t][b], sumi[r][t], acc[r][t]);
     }

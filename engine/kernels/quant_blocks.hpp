@@ -45,6 +45,18 @@ inline void k4_scale_min(const std::uint8_t* q, int j, int& scale, int& min) {
     }
 }
 
+// All eight 6-bit scales (bytes 0-7) and mins (bytes 8-15) of Q4_K / Q5_K at once, as
+// llama.cpp's kmask shuffle of the 12 bytes forms them: k4_scale_min for every j.
+inline void k4_scales_mins_bytes(const std::uint8_t* q, std::uint32_t out[4]) {
+    std::uint32_t u[3];
+    __builtin_memcpy(u, q, 12);
+    const std::uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
+    out[0] = u[0] & k1;
+    out[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
+    out[2] = u[1] & k1;
+    out[3] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
+}
+
 // The 6-bit scale of sub-block j (0..15) of Q3_K, before subtracting 32: low four bits
 // from scales[0..7] (nibble j / 8), high two bits from scales[8..11].
 inline int q3_k_scale(const std::uint8_t* s, int j) {

@@ -7,12 +7,12 @@
 // int32, then the per-block fused multiply-adds and the final folds in the same order.
 // So every output has the portable variant's bits; backend_ops_test checks it.
 //
-// The K-quants stream one 32-element chunk at a time (avx2_kquant_stream.hpp): one token
-// for decode, four for prompts. The per-output operations do not depend on the tile.
+// The K-quants stream one 32-element chunk at a time, Q4_1 and Q5_1 unpack a block once per
+// tile (avx2_quant_tiles.hpp). The per-output operations do not depend on the tile.
 #include "kernels/fast/intrinsics.hpp"
 
 #include "kernels/fast/avx2_common.hpp"
-#include "kernels/fast/avx2_kquant_stream.hpp"
+#include "kernels/fast/avx2_quant_tiles.hpp"
 #include "kernels/fast/avx2_quant_unpack.hpp"
 #include "kernels/fast/variant_kernels.hpp"
 
@@ -110,44 +110,18 @@ struct Q3_K {
 
 // ---- Q5_K x Q8_K: mins = fma(dmin, (float)sum_k m[k] B[k], mins) (B: 32-element sums,
 // an exact int), acc_i = fma(d, lane sums of scale * q, acc_i); fold(acc) + mins
-struct Q5_K {
-    using Block = BlockQ5_K;
-    using Act = BlockQ8_K;
-    static constexpr std::size_t kBlock = 256;
-    struct Pre {
-        __m256i scales;  // the eight scales as int16, in both halves
-        __m128i mins;    // the eight mins as int16
-    };
-    struct Chunk {
-        __m256i q, scale;  // sub-block c (= chunk c), 0..31
-    };
-    static void prepare(const Block& b, Pre& p) {
-        const __m256i both = k4_scales_mins(b.scales);
-        p.scales = broadcast_half<false>(both);
-        p.mins = _mm256_extracti128_si256(both, 1);
-    }
+struct Q5_K : K4Stream<BlockQ5_K> {
     static void begin(const Pre& p, const Block& b, const Act& a, Acc& acc) {
         const float dmin = -a.d * half(b.dmin);
-        const __m256i bsums = load256(a.bsums);
-        const __m128i sub_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
-        __m128i prod = _mm_madd_epi16(p.mins, sub_sums);
+        __m128i prod = k4_min_products(p.mins, a);
         prod = _mm_hadd_epi32(prod, prod);
         prod = _mm_hadd_epi32(prod, prod);
         acc.mins = __builtin_fmaf(dmin, static_cast<float>(_mm_cvtsi128_si32(prod)), acc.mins);
     }
     template <int c>
     static Chunk chunk(const Pre& p, const Block& b) {
-        const __m256i low = _mm256_and_si256(_mm256_srli_epi16(load256(b.qs + 32 * (c / 2)), 4 * (c % 2)),
-                                             _mm256_set1_epi8(0xF));
         const __m256i high = _mm256_and_si256(_mm256_srli_epi16(load256(b.qh), c), _mm256_set1_epi8(1));
-        return {_mm256_or_si256(low, _mm256_slli_epi16(high, 4)), one_scale<c>(p.scales)};
-    }
-    static __m256i dot(const Chunk& k, const std::int8_t* a) {
-        return _mm256_madd_epi16(k.scale, _mm256_maddubs_epi16(k.q, load256(a)));
-    }
-    static void end(const Block& b, const Act& a, __m256i sumi, Acc& acc) {
-        const float d = a.d * half(b.d);
-        acc.lanes = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc.lanes);
+        return {_mm256_or_si256(k4_nibbles<c>(b.qs), _mm256_slli_epi16(high, 4)), one_scale<c>(p.scales)};
     }
     static float finish(const Acc& acc) { return avx2_fold8(acc.lanes) + acc.mins; }
 };
@@ -172,7 +146,7 @@ struct Legacy1 {
         u.d = half(b.d);
         u.m = half(b.m);
     }
-    static void step(const W& u, const Act& a, Acc& acc) {
+    static void step(const W& u, const Block&, const Act& a, Acc& acc) {
         acc.mins = __builtin_fmaf(u.m, half(a.s), acc.mins);
         const __m256i qa = load256(a.qs);
         const __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(u.q, qa), _mm256_set1_epi16(1)));
@@ -183,44 +157,12 @@ struct Legacy1 {
 using Q4_1 = Legacy1<BlockQ4_1, false>;
 using Q5_1 = Legacy1<BlockQ5_1, true>;
 
-template <typename F>
-struct LegacyTile {
-    template <int R, int T>
-    static void run(const MatmulTask& task, std::size_t r0, std::size_t t0) {
-        const std::size_t n_blocks = task.cols / F::kBlock;
-        const typename F::Block* w[R];
-        const typename F::Act* a[T];
-        for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const typename F::Block*>(task.weights + (r0 + r) * task.weight_row_bytes);
-        for (int t = 0; t < T; ++t) a[t] = reinterpret_cast<const typename F::Act*>(task.acts + (t0 + t) * task.act_row_bytes);
-        Acc acc[R][T];
-        for (int r = 0; r < R; ++r)
-            for (int t = 0; t < T; ++t) acc[r][t] = {_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
-        // decode streams each row once: the next tile's rows are pulled into L1 meanwhile
-        const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, n_blocks);
-        for (std::size_t b = 0; b < n_blocks; ++b) {
-            prefetch(b);
-            typename F::W u[R];
-            for (int r = 0; r < R; ++r) F::load(w[r][b], u[r]);
-            for (int t = 0; t < T; ++t)
-                for (int r = 0; r < R; ++r) F::step(u[r], a[t][b], acc[r][t]);
-        }
-        for (int r = 0; r < R; ++r)
-            for (int t = 0; t < T; ++t) task.out[(t0 + t) * task.out_stride + r0 + r] = F::finish(acc[r][t]);
-    }
-};
-
-template <typename F>
-void legacy_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
-    if (task.n_tokens == 1) walk_rows<LegacyTile<F>, 4, 1>(task, row_begin, row_end);
-    else walk_rows<LegacyTile<F>, 2, 4>(task, row_begin, row_end);
-}
-
 }  // namespace
 
 void q2_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { stream_rows<Q2_K>(t, r0, r1); }
 void q3_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { stream_rows<Q3_K>(t, r0, r1); }
 void q5_k_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { stream_rows<Q5_K>(t, r0, r1); }
-void q4_1_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { legacy_rows<Q4_1>(t, r0, r1); }
-void q5_1_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { legacy_rows<Q5_1>(t, r0, r1); }
+void q4_1_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { quant_rows<Q4_1>(t, r0, r1); }
+void q5_1_matmul_rows(const MatmulTask& t, std::size_t r0, std::size_t r1) { quant_rows<Q5_1>(t, r0, r1); }
 
 }  // namespace ember::kernels::fast::avx2

@@ -164,16 +164,9 @@ struct Q4_K {
     static void unpack(const Block& b, W& u) { unpack_k4(b.scales, b.qs, u); }
     // Q4_K's and Q5_K's shared layout: 12 bytes of scales and mins, 128 bytes of nibbles.
     static void unpack_k4(const std::uint8_t* scale_bytes, const std::uint8_t* qs, W& u) {
-        // get_scale_min_k4 for all eight sub-blocks at once (llama.cpp's kmask shuffle)
         std::uint32_t s[4];
-        std::memcpy(s, scale_bytes, 12);
-        const std::uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
-        s[3] = ((s[2] >> 4) & k2) | (((s[1] >> 6) & k3) << 4);
-        const std::uint32_t mins_low = s[1] & k1;
-        s[1] = (s[2] & k2) | (((s[0] >> 6) & k3) << 4);
-        s[2] = mins_low;
-        s[0] &= k1;
-        const __m128i bytes = _mm_set_epi32(static_cast<int>(s[3]), static_cast<int>(s[2]), static_cast<int>(s[1]), static_cast<int>(s[0]));
+        k4_scales_mins_bytes(scale_bytes, s);
+        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
         const __m512i scales = _mm512_castsi128_si512(_mm_cvtepu8_epi16(bytes));
         u.mins = _mm_cvtepu8_epi16(_mm_srli_si128(bytes, 8));
         const __m512i m4 = _mm512_set1_epi8(0x0F);

@@ -13,9 +13,9 @@
 #      (timed on the first $EMBER_BENCH_PER_PROCESS samples, default 100, and reported per sample),
 #   3. llama.cpp's own prefill of a 512-token prompt (`peer.mjs MODEL 512 1 2`).
 # Each ROUNDS times, alternately; medians and the ratios are printed with the targets:
-# the whole-sample run's evaluated tok/s >= 1.5x llama.cpp's 512-token prefill (issue 30; issue
-# 11 asked 1.0x), dataset
-# samples/s >= 10x one process per sample, peak RSS <= model file + 300 MiB.
+# the whole-sample run's evaluated tok/s >= 1.5x llama.cpp's 512-token prefill (issue 30;
+# issue 11 asked 1.0x), dataset samples/s >= 10x one process per sample, peak RSS <= model
+# file + 300 MiB.
 # The machine should be idle: check `uptime` first.
 # Settings: EMBER_BENCH_THREADS (2), EMBER_BENCH_SAMPLES (1000), EMBER_BUILD_DIR (build),
 # EMBER_PEER_DIR (../shared/tools/peer-llamacpp, with node_modules installed), EMBER_BENCH_CPU

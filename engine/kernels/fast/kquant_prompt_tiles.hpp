@@ -49,7 +49,7 @@ struct Q4_K {
         for (int k = 0; k < 8; ++k) {
             int s, m;
             k4_scale_min(b.scales, k, s, m);
-            mn[k] = static_cast<std::int16_t>(m);
+            mn[k] = mn[k + 8] = static_cast<std::int16_t>(m);  // both halves: two tokens' min terms at once
             u.scale[k] = _mm256_set1_epi16(static_cast<short>(s));
         }
         for (int j = 0; j < 4; ++j) {
@@ -61,27 +61,66 @@ struct Q4_K {
         u.d = _cvtsh_ss(b.d);
         u.dmin = _cvtsh_ss(b.dmin);
     }
+    // Output (r, t): eight lanes, and the four min lanes in half `t % 2` of mins[r][t / 2]
+    // (two tokens' min terms share one 256-bit madd, conversion and FMA: the same lanes'
+    // operations as the 128-bit ones of the decode step).
+    template <int R, int T>
     struct Acc {
-        __m256 lanes;
-        __m128 min_lanes;
+        __m256 lanes[R][T];
+        __m256 mins[R][(T + 1) / 2];
     };
-    static void zero(Acc& acc) {
-        acc.lanes = _mm256_setzero_ps();
-        acc.min_lanes = _mm_setzero_ps();
+    template <int R, int T>
+    static void zero(Acc<R, T>& acc) {
+        for (int r = 0; r < R; ++r) {
+            for (int t = 0; t < T; ++t) acc.lanes[r][t] = _mm256_setzero_ps();
+            for (int p = 0; p < (T + 1) / 2; ++p) acc.mins[r][p] = _mm256_setzero_ps();
+        }
     }
-    static void add_block(const RowBlock& u, const BlockQ8_K& a, __m256i sumi, Acc& acc) {
-        const float d = a.d * u.d;
-        const float dmin = -a.d * u.dmin;
-        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
-        const __m128i sub_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
-        const __m128i prod = _mm_madd_epi16(_mm256_castsi256_si128(u.extra), sub_sums);
-        acc.min_lanes = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc.min_lanes);
-        acc.lanes = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc.lanes);
+    // Super-block b of the tile: lanes += (d_a * d_w) * sumi; min lanes -= (d_a * dmin_w) *
+    // madd(mins, sub_sums(a)), the decode step's fma with -d_a * dmin_w (negation is exact).
+    template <int R, int T>
+    static void add_blocks(const RowBlock* const* w, const BlockQ8_K* const* a, std::size_t b,
+                           const __m256i (&sumi)[R][T], Acc<R, T>& acc) {
+        constexpr int P = (T + 1) / 2;
+        __m128i sub[2 * P];
+        __m128 da[2 * P];
+        for (int t = 0; t < 2 * P; ++t) {
+            if (t < T) {
+                const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t][b].bsums));
+                sub[t] = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+                da[t] = _mm_broadcast_ss(&a[t][b].d);
+            } else {
+                sub[t] = _mm_setzero_si128();
+                da[t] = _mm_setzero_ps();
+            }
+        }
+        __m256i sub_pair[P];
+        __m256 da_pair[P];
+        for (int p = 0; p < P; ++p) {
+            sub_pair[p] = _mm256_setr_m128i(sub[2 * p], sub[2 * p + 1]);
+            da_pair[p] = _mm256_setr_m128(da[2 * p], da[2 * p + 1]);
+        }
+        for (int r = 0; r < R; ++r) {
+            const RowBlock& u = w[r][b];
+            const __m256 d = _mm256_broadcast_ss(&u.d);
+            const __m256 dmin = _mm256_broadcast_ss(&u.dmin);
+            for (int t = 0; t < T; ++t) {
+                const __m256 scale = _mm256_mul_ps(_mm256_broadcast_ss(&a[t][b].d), d);
+                acc.lanes[r][t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sumi[r][t]), acc.lanes[r][t]);
+            }
+            for (int p = 0; p < P; ++p) {
+                const __m256i prod = _mm256_madd_epi16(u.extra, sub_pair[p]);
+                acc.mins[r][p] = _mm256_fnmadd_ps(_mm256_mul_ps(da_pair[p], dmin), _mm256_cvtepi32_ps(prod), acc.mins[r][p]);
+            }
+        }
     }
-    static float finish(const Acc& acc) {
-        __m128 m = _mm_add_ps(acc.min_lanes, _mm_movehl_ps(acc.min_lanes, acc.min_lanes));
+    template <int R, int T>
+    static float finish(const Acc<R, T>& acc, int r, int t) {
+        const __m256 pair = acc.mins[r][t / 2];
+        __m128 m = t % 2 == 0 ? _mm256_castps256_ps128(pair) : _mm256_extractf128_ps(pair, 1);
+        m = _mm_add_ps(m, _mm_movehl_ps(m, m));
         m = _mm_add_ss(m, _mm_movehdup_ps(m));
-        return avx2_fold8(acc.lanes) + _mm_cvtss_f32(m);
+        return avx2_fold8(acc.lanes[r][t]) + _mm_cvtss_f32(m);
     }
 };
 
@@ -94,17 +133,33 @@ struct Q6_K {
         u.d = _cvtsh_ss(b.d);
         u.dmin = 0.0f;
     }
+    template <int R, int T>
     struct Acc {
-        __m256 lanes;
+        __m256 lanes[R][T];
     };
-    static void zero(Acc& acc) { acc.lanes = _mm256_setzero_ps(); }
-    static void add_block(const RowBlock& u, const BlockQ8_K& a, __m256i sumi, Acc& acc) {
-        const float d = a.d * u.d;
-        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
-        const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(bsums, u.extra), 5);
-        acc.lanes = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, offset)), acc.lanes);
+    template <int R, int T>
+    static void zero(Acc<R, T>& acc) {
+        for (int r = 0; r < R; ++r)
+            for (int t = 0; t < T; ++t) acc.lanes[r][t] = _mm256_setzero_ps();
     }
-    static float finish(const Acc& acc) { return avx2_fold8(acc.lanes); }
+    template <int R, int T>
+    static void add_blocks(const RowBlock* const* w, const BlockQ8_K* const* a, std::size_t b,
+                           const __m256i (&sumi)[R][T], Acc<R, T>& acc) {
+        for (int t = 0; t < T; ++t) {
+            const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t][b].bsums));
+            for (int r = 0; r < R; ++r) {
+                const RowBlock& u = w[r][b];
+                const float d = a[t][b].d * u.d;
+                const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(bsums, u.extra), 5);
+                acc.lanes[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi[r][t], offset)),
+                                                  acc.lanes[r][t]);
+            }
+        }
+    }
+    template <int R, int T>
+    static float finish(const Acc<R, T>& acc, int r, int t) {
+        return avx2_fold8(acc.lanes[r][t]);
+    }
 };
 
 constexpr std::size_t kSlabBlocks = 512;  // RowBlock entries per slab: 304 KiB on the stack
@@ -146,17 +201,15 @@ void kquant_tile(const MatmulTask& task, const RowBlock* slab, std::size_t k, st
     const BlockQ8_K* a[T];
     for (int r = 0; r < R; ++r) w[r] = slab + (k + r) * n_blocks;
     for (int t = 0; t < T; ++t) a[t] = reinterpret_cast<const BlockQ8_K*>(task.acts + (t0 + t) * task.act_row_bytes);
-    typename F::Acc acc[R][T];
-    for (int r = 0; r < R; ++r)
-        for (int t = 0; t < T; ++t) F::zero(acc[r][t]);
+    typename F::template Acc<R, T> acc;
+    F::zero(acc);
     for (std::size_t b = 0; b < n_blocks; ++b) {
         __m256i sumi[R][T];
         kquant_block_sums<S, R, T>(w, a, b, sumi);
-        for (int r = 0; r < R; ++r)
-            for (int t = 0; t < T; ++t) F::add_block(w[r][b], a[t][b], sumi[r][t], acc[r][t]);
+        F::add_blocks(w, a, b, sumi, acc);
     }
     for (int r = 0; r < R; ++r)
-        for (int t = 0; t < T; ++t) task.out[(t0 + t) * task.out_stride + r0 + k + r] = F::finish(acc[r][t]);
+        for (int t = 0; t < T; ++t) task.out[(t0 + t) * task.out_stride + r0 + k + r] = F::finish(acc, r, t);
 }
 
 // Tokens [t, t_end) of slab rows k.. (R of them).

@@ -1,7 +1,8 @@
 // Rung: below the ladder (kernel unit tests). Activation conversions of every kernel set
 // this CPU runs against plain references: F32 -> F16 and F32 -> BF16 rounding (model-math
 // §2.1) and the x86 runtime Q8_0 quantizer (§2.2), over random values and edge cases
-// (exact ties, subnormals, overflow, infinities, NaN, signed zeros, every tail length).
+// (exact ties, subnormals, overflow, infinities, NaN, signed zeros, every tail length),
+// and the Q8_K quantizer of the K-quant products (quantize_row_q8_K_ref, §2.8).
 // All of these must be bit-exact: the tolerance is zero.
 #include <doctest/doctest.h>
 
@@ -191,4 +192,88 @@ TEST_CASE("quantize Q8_0: non-finite blocks give the same bytes in every kernel 
         results.push_back(got);
     }
     for (const auto& r : results) CHECK(std::memcmp(r.data(), results.front().data(), 3 * sizeof(fast::BlockQ8_0)) == 0);
+}
+
+namespace {
+
+// quantize_row_q8_K_ref (ggml-quants.c) on one finite super-block, written out plainly:
+// the first element of largest magnitude, iscale = -127 / it, nearest_int by the
+// 1.5 * 2^23 trick, q capped at 127, the sixteen sums, d = 1 / iscale.
+fast::BlockQ8_K ref_quantize_q8_K(const float* x) {
+    fast::BlockQ8_K y{};
+    float max = 0.0f, amax = 0.0f;
+    for (int j = 0; j < 256; ++j) {
+        if (std::fabs(x[j]) > amax) {
+            amax = std::fabs(x[j]);
+            max = x[j];
+        }
+    }
+    if (amax == 0.0f) return y;
+    const float iscale = -127.0f / max;
+    for (int j = 0; j < 256; ++j) {
+        const int v = static_cast<int>(float_bits(iscale * x[j] + 12582912.0f) & 0x007FFFFF) - 0x00400000;
+        y.qs[j] = static_cast<std::int8_t>(std::min(127, v));
+    }
+    for (int k = 0; k < 16; ++k) {
+        int sum = 0;
+        for (int j = 0; j < 16; ++j) sum += y.qs[16 * k + j];
+        y.bsums[k] = static_cast<std::int16_t>(sum);
+    }
+    y.d = 1.0f / iscale;
+    return y;
+}
+
+}  // namespace
+
+TEST_CASE("quantize Q8_K: quantize_row_q8_K_ref's bytes in every kernel set") {
+    std::mt19937 rng(11);
+    std::vector<float> x;
+    auto add_block = [&](const std::vector<float>& block) { x.insert(x.end(), block.begin(), block.end()); };
+    for (int b = 0; b < 32; ++b) add_block(random_floats(rng, 256, b % 2 ? 4.0f : 0.003f));
+    add_block(std::vector<float>(256, 0.0f));  // all zero: d = 0
+    add_block(std::vector<float>(256, -0.0f));
+    std::vector<float> signs = random_floats(rng, 256, 1.0f);  // the largest magnitude twice: the first (negative) wins
+    signs[40] = -2.0f;
+    signs[200] = 2.0f;
+    add_block(signs);
+    std::vector<float> late(256, 0.5f);  // the largest magnitude last
+    late[255] = -3.0f;
+    add_block(late);
+    std::vector<float> ties(256, 0.0f);  // iscale = 1: x.5 values are exact ties, to even
+    ties[0] = -127.0f;
+    for (int j = 1; j < 256; ++j) ties[j] = static_cast<float>(j % 17) - 8.5f;
+    add_block(ties);
+    std::vector<float> tiny(256);  // subnormal magnitudes
+    for (int j = 0; j < 256; ++j) tiny[j] = static_cast<float>(j % 5 - 2) * std::numeric_limits<float>::denorm_min() * 3.0f;
+    add_block(tiny);
+    const std::size_t n_blocks = x.size() / 256;
+    for (const auto& k : runnable_kernel_sets()) {
+        CAPTURE(k.description);
+        std::vector<fast::BlockQ8_K> got(n_blocks);
+        k.quantize_row_q8_K(x.data(), got.data(), x.size());
+        for (std::size_t b = 0; b < n_blocks; ++b) {
+            CAPTURE(b);
+            const fast::BlockQ8_K want = ref_quantize_q8_K(x.data() + 256 * b);
+            REQUIRE(float_bits(got[b].d) == float_bits(want.d));
+            for (int j = 0; j < 256; ++j) REQUIRE(got[b].qs[j] == want.qs[j]);
+            for (int j = 0; j < 16; ++j) REQUIRE(got[b].bsums[j] == want.bsums[j]);
+        }
+    }
+}
+
+TEST_CASE("quantize Q8_K: non-finite blocks give the same bytes in every kernel set") {
+    std::vector<float> x(768, 1.0f);
+    x[7] = std::numeric_limits<float>::infinity();          // block 0: iscale -0, d = -inf
+    x[256 + 99] = std::numeric_limits<float>::quiet_NaN();  // block 1: d = NaN (scalar_quants.cpp)
+    x[512 + 3] = -std::numeric_limits<float>::infinity();   // block 2
+    std::vector<std::vector<fast::BlockQ8_K>> results;
+    for (const auto& k : runnable_kernel_sets()) {
+        CAPTURE(k.description);
+        std::vector<fast::BlockQ8_K> got(3);
+        k.quantize_row_q8_K(x.data(), got.data(), x.size());
+        CHECK(std::isinf(got[0].d));
+        CHECK(std::isnan(got[1].d));
+        results.push_back(got);
+    }
+    for (const auto& r : results) CHECK(std::memcmp(r.data(), results.front().data(), 3 * sizeof(fast::BlockQ8_K)) == 0);
 }

@@ -92,6 +92,74 @@ void quantize_row_q8_0(const float* x, BlockQ8_0* y, std::size_t n) {
     }
 }
 
+// quantize_row_q8_K_ref's operations on each super-block (scalar_quants.cpp, model-math
+// §2.8): the first element of largest magnitude m, iscale = -127 / m, q = min(127,
+// nearest_int(iscale * x)) by the same 1.5 * 2^23 trick (so a NaN or infinite product
+// gives the same integer), stored as its low byte, the sixteen sums and d = 1 / iscale. Blocks holding a NaN, or only zeros, are
+// the scalar variant's.
+void quantize_row_q8_K(const float* x, BlockQ8_K* y, std::size_t n) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    const __m256 shift = _mm256_set1_ps(12582912.0f);
+    const __m256i mantissa = _mm256_set1_epi32(0x007FFFFF);
+    const __m256i offset = _mm256_set1_epi32(0x00400000);
+    const __m256i top = _mm256_set1_epi32(127);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (std::size_t b = 0; b < n / 256; ++b) {
+        const float* xb = x + 256 * b;
+        __m256 amax = _mm256_setzero_ps();
+        __m256 nan = _mm256_setzero_ps();
+        for (int i = 0; i < 32; ++i) {
+            const __m256 v = _mm256_loadu_ps(xb + 8 * i);
+            amax = _mm256_max_ps(amax, _mm256_and_ps(v, abs_mask));
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        }
+        if (!_mm256_testz_ps(nan, nan)) {
+            scalar::quantize_row_q8_K(xb, y + b, 256);
+            continue;
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const __m256 largest = _mm256_broadcastss_ps(m4);
+        if (_mm_cvtss_f32(m4) == 0.0f) {
+            scalar::quantize_row_q8_K(xb, y + b, 256);
+            continue;
+        }
+        float max = 0.0f;  // the first element of that magnitude, with its sign
+        for (int i = 0; i < 32; ++i) {
+            const int hits = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(xb + 8 * i), abs_mask), largest, _CMP_EQ_OQ));
+            if (hits != 0) {
+                max = xb[8 * i + __builtin_ctz(static_cast<unsigned>(hits))];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m256 scale = _mm256_set1_ps(iscale);
+        __m256i group_sums[16];  // [16 elements]: int32 lanes summing to bsums[k]
+        for (int c = 0; c < 8; ++c) {  // 32 elements
+            __m256i q[4];
+            for (int i = 0; i < 4; ++i) {
+                const __m256 shifted = _mm256_add_ps(_mm256_mul_ps(scale, _mm256_loadu_ps(xb + 32 * c + 8 * i)), shift);
+                const __m256i v = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(shifted), mantissa), offset);
+                // the int8 store keeps the low byte (an overflowed iscale gives v far out
+                // of range): sign-extended from it, exact through both packs
+                q[i] = _mm256_srai_epi32(_mm256_slli_epi32(_mm256_min_epi32(v, top), 24), 24);
+            }
+            group_sums[2 * c] = _mm256_add_epi32(q[0], q[1]);
+            group_sums[2 * c + 1] = _mm256_add_epi32(q[2], q[3]);
+            const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs + 32 * c), _mm256_permutevar8x32_epi32(packed, order));
+        }
+        for (int k = 0; k < 16; k += 4) {  // four groups' lane sums: [g0, g1, g2, g3] in each half, then the halves
+            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(group_sums[k], group_sums[k + 1]),
+                                                _mm256_hadd_epi32(group_sums[k + 2], group_sums[k + 3]));
+            const __m128i sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            _mm_storel_epi64(reinterpret_cast<__m128i*>(y[b].bsums + k), _mm_packs_epi32(sums, sums));
+        }
+        y[b].d = 1.0f / iscale;
+    }
+}
+
 void round_row_f16(const float* x, std::uint16_t* y, std::size_t n) {
     std::size_t i = 0;
     for (; i + 8 <= n; i += 8) {

@@ -160,7 +160,7 @@ struct TiledBf16Tile {
 #pragma GCC unroll 8
             for (int t = 0; t < T; ++t) lo[r][t] = hi[r][t] = _mm256_setzero_ps();
         const std::size_t n = task.cols;
-        const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, n / P::kChunk);
+        const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, n / P::kChunk, n * sizeof(typename P::Element));
         using Mode = FlushSubnormalsMode;
         {
             [[maybe_unused]] const Mode mode;

@@ -102,7 +102,7 @@ struct TiledTile {
             for (int t = 0; t < T; ++t) acc[r][t] = P::zero();
 
         const std::size_t n = task.cols;
-        const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, n / P::kChunk);
+        const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, n / P::kChunk, n * sizeof(typename P::Element));
         using Mode = typename FmaModeOf<P>::type;
         {
             [[maybe_unused]] const Mode mode;
@@ -148,7 +148,7 @@ struct VecDotTile {
 
         const std::size_t n = task.cols;
         const std::size_t blocked = n - n % 64;
-        const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, blocked / 64);
+        const NextRowsPrefetch prefetch(task, r0 + R, T == 1 ? R : 0, blocked / 64, n * sizeof(typename P::Element));
         using Mode = typename FmaModeOf<P>::type;
         {
             [[maybe_unused]] const Mode mode;

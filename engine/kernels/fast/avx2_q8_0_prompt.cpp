@@ -44,15 +44,31 @@ inline void widen_values(__m256i v, Pairs16& out) {
     out.q[1] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(halves, 1));
 }
 
+// n tokens of Q8_0 activations (`row_bytes` apart) widened: token t block b at
+// q[t * n_blocks + b], its scale at d[..].
+void widen_tokens(const std::byte* acts, std::size_t row_bytes, std::size_t n, std::size_t n_blocks, Pairs16* q,
+                  float* d) {
+    for (std::size_t t = 0; t < n; ++t) {
+        const auto* a = reinterpret_cast<const BlockQ8_0*>(acts + t * row_bytes);
+        for (std::size_t b = 0; b < n_blocks; ++b) {
+            widen_values(load_bytes(a[b].qs), q[t * n_blocks + b]);
+            d[t * n_blocks + b] = _cvtsh_ss(a[b].d);
+        }
+    }
+}
+
 // The walk's kernel (q8_0_prompt_walk.hpp): element e (row or token) block b at
-// q[e * n_blocks + b], its scale at d[..].
+// q[e * n_blocks + b], its scale at d[..]. The tokens are the product's own widened ones
+// (MatmulTask::token_pairs, once per product for every thread) when it has them.
 struct Widening {
-    struct Widened {
+    struct Slab {
         Pairs16* q;
         float* d;
     };
-    using Slab = Widened;
-    using Pack = Widened;
+    struct Pack {
+        const Pairs16* q;
+        const float* d;
+    };
     static constexpr std::size_t kSlabBlocks = 4096;  // widened weights per slab: 256 KiB (+ 16 KiB of scales)
     static constexpr std::size_t kPackBlocks = 4096;  // widened activations per chunk: 256 KiB (+ 16 KiB of scales)
     static constexpr std::size_t kChunkTokens = 16;
@@ -62,7 +78,6 @@ struct Widening {
         Pairs16 pack_q[kPackBlocks];
         float pack_d[kPackBlocks];
         Slab slab() { return {slab_q, slab_d}; }
-        Pack pack() { return {pack_q, pack_d}; }
     };
 
     template <typename W>
@@ -77,15 +92,16 @@ struct Widening {
         }
     }
 
-    static void pack_tokens(const MatmulTask& task, std::size_t first, std::size_t count, const Pack& out) {
+    static Pack pack_tokens(const MatmulTask& task, std::size_t first, std::size_t count, Buffers& buffers) {
         const std::size_t n_blocks = task.cols / kQ8_0BlockSize;
-        for (std::size_t t = 0; t < count; ++t) {
-            const auto* a = reinterpret_cast<const BlockQ8_0*>(task.acts + (first + t) * task.act_row_bytes);
-            for (std::size_t b = 0; b < n_blocks; ++b) {
-                widen_values(load_bytes(a[b].qs), out.q[t * n_blocks + b]);
-                out.d[t * n_blocks + b] = _cvtsh_ss(a[b].d);
-            }
+        if (task.token_pairs) {
+            // TokenPairs are Pairs16's bytes, written by pack_token_pairs below
+            return {reinterpret_cast<const Pairs16*>(task.token_pairs + first * n_blocks),
+                    task.token_pair_scales + first * n_blocks};
         }
+        widen_tokens(task.acts + first * task.act_row_bytes, task.act_row_bytes, count, n_blocks, buffers.pack_q,
+                     buffers.pack_d);
+        return {buffers.pack_q, buffers.pack_d};
     }
 
     // R widened rows (from slab row k) x T widened tokens (from chunk token j); the outputs
@@ -142,6 +158,12 @@ struct Widening {
 };
 
 }  // namespace
+
+void pack_token_pairs(const std::byte* acts, std::size_t row_bytes, std::size_t n_tokens, std::size_t n,
+                      TokenPairs* pairs, float* scales) {
+    static_assert(sizeof(TokenPairs) == sizeof(Pairs16) && alignof(TokenPairs) == alignof(Pairs16));
+    widen_tokens(acts, row_bytes, n_tokens, n / kQ8_0BlockSize, reinterpret_cast<Pairs16*>(pairs), scales);
+}
 
 bool q8_0_prompt_rows(const MatmulTask& task, std::size_t row_begin, std::size_t row_end) {
     return q8_0_prompt_walk<Widening, Q8_0Values>(task, row_begin, row_end);

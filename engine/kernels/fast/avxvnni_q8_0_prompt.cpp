@@ -39,8 +39,8 @@ struct Vnni {
         float* d;
     };
     struct Pack {
-        __m256i* values;
-        float* d;
+        const __m256i* values;
+        const float* d;
     };
     static constexpr std::size_t kSlabBlocks = 4096;  // unpacked weights: 256 KiB with their bias (+ 16 KiB of scales)
     static constexpr std::size_t kPackBlocks = 4096;  // biased activations: 128 KiB (+ 16 KiB of scales)
@@ -52,7 +52,6 @@ struct Vnni {
         __m256i pack_values[kPackBlocks];
         float pack_d[kPackBlocks];
         Slab slab() { return {slab_values, slab_bias, slab_d}; }
-        Pack pack() { return {pack_values, pack_d}; }
     };
 
     template <typename W>
@@ -73,16 +72,17 @@ struct Vnni {
         }
     }
 
-    static void pack_tokens(const MatmulTask& task, std::size_t first, std::size_t count, const Pack& out) {
+    static Pack pack_tokens(const MatmulTask& task, std::size_t first, std::size_t count, Buffers& buffers) {
         const std::size_t n_blocks = task.cols / kQ8_0BlockSize;
         const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));  // a xor 0x80 = a + 128 as uint8
         for (std::size_t t = 0; t < count; ++t) {
             const auto* a = reinterpret_cast<const BlockQ8_0*>(task.acts + (first + t) * task.act_row_bytes);
             for (std::size_t b = 0; b < n_blocks; ++b) {
-                out.values[t * n_blocks + b] = _mm256_xor_si256(load_bytes(a[b].qs), flip);
-                out.d[t * n_blocks + b] = _cvtsh_ss(a[b].d);
+                buffers.pack_values[t * n_blocks + b] = _mm256_xor_si256(load_bytes(a[b].qs), flip);
+                buffers.pack_d[t * n_blocks + b] = _cvtsh_ss(a[b].d);
             }
         }
+        return {buffers.pack_values, buffers.pack_d};
     }
 
     // R slab rows (from row k) x T chunk tokens (from token j); the outputs go to task row

@@ -65,6 +65,7 @@ KernelSet avx2_set() {
     set_matmul(k, GgmlType::F32, avx2::f32_matmul_rows);
     set_shared_quant_kernels(k);
     k.quantize_row_q8_K = avx2::quantize_row_q8_K;
+    k.pack_token_pairs = avx2::pack_token_pairs;  // for the Q8_0 / Q4_0 / Q5_0 prompts
     set_matmul(k, GgmlType::Q4_0, avx2::q4_0_matmul_rows);
     set_matmul(k, GgmlType::Q4_K, avx2::q4_k_matmul_rows);
     set_matmul(k, GgmlType::Q6_K, avx2::q6_k_matmul_rows);
@@ -88,6 +89,7 @@ KernelSet avxvnni_set() {
     KernelSet k = avx2_set();
     k.variant = CpuVariant::avxvnni;
     k.description = "avxvnni";
+    k.pack_token_pairs = nullptr;  // its prompts read biased bytes, packed per slab
     set_matmul(k, GgmlType::Q8_0, avxvnni::q8_0_matmul_rows);
     set_matmul(k, GgmlType::Q4_0, avxvnni::q4_0_matmul_rows);
     set_matmul(k, GgmlType::Q5_0, avxvnni::q5_0_matmul_rows);
@@ -116,6 +118,7 @@ KernelSet avx512_set(const CpuFeatures& f) {
     if (f.avx512vnni) {
         set_matmul(k, GgmlType::Q8_0, avx512_vnni::q8_0_matmul_rows);
         k.pack_token_lanes = avx512_vnni::pack_token_lanes;
+        k.pack_token_pairs = nullptr;
         set_matmul(k, GgmlType::Q4_0, avx512_vnni::q4_0_matmul_rows);
         set_matmul(k, GgmlType::Q5_0, avx512_vnni::q5_0_matmul_rows);
         set_matmul(k, GgmlType::Q4_K, avx512_vnni::q4_k_matmul_rows);

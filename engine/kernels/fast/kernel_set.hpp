@@ -41,6 +41,11 @@ struct KernelSet {
     // Sixteen tokens of Q8_0 activations (from `acts`, `row_bytes` apart, n a multiple of
     // 32) into n / 32 TokenLanes, for the products that read them: null where none does.
     void (*pack_token_lanes)(const std::byte* acts, std::size_t row_bytes, std::size_t n, TokenLanes* out) = nullptr;
+    // n_tokens tokens of Q8_0 activations (n columns) widened into TokenPairs (token t
+    // block b at pairs[t * (n / 32) + b]) and F32 scales, for the products that read them:
+    // null where none does.
+    void (*pack_token_pairs)(const std::byte* acts, std::size_t row_bytes, std::size_t n_tokens, std::size_t n,
+                             TokenPairs* pairs, float* scales) = nullptr;
     void (*round_row_f16)(const float* x, std::uint16_t* y, std::size_t n) = nullptr;
     void (*round_row_bf16)(const float* x, std::uint16_t* y, std::size_t n) = nullptr;
 

@@ -38,6 +38,13 @@ struct alignas(64) TokenLanes {
     float d[kLaneTokens];
 };
 
+// Q8_0 activations widened to int16 once per product for the AVX2 prompt products
+// (KernelSet::pack_token_pairs): one token's block of 32 values in the order those
+// products read them (avx2_q8_0_prompt.cpp), 64-byte aligned.
+struct alignas(64) TokenPairs {
+    std::int16_t q[32];
+};
+
 // One matrix product out = W * A for a range of weight rows, all tokens:
 //   out[t * out_stride + r] = dot(W row r, activation row t)
 // Weights are in their stored type; activations are already converted to the type the
@@ -60,6 +67,11 @@ struct MatmulTask {
     // product, chunk c's block b at token_lanes[c * (cols / 32) + b]. Without it a kernel
     // that reads them packs its own.
     const TokenLanes* token_lanes = nullptr;
+    // Q8_0 activations only, optional: every token widened once per product, token t block
+    // b at token_pairs[t * (cols / 32) + b], its scale as F32 at token_pair_scales[..].
+    // Without them a kernel that reads them widens its own.
+    const TokenPairs* token_pairs = nullptr;
+    const float* token_pair_scales = nullptr;
 };
 
 // Computes task rows [row_begin, row_end) for every token. Each output is computed

@@ -81,11 +81,21 @@ std::size_t token_lanes_bytes(const WeightFormat& f, std::size_t cols, std::size
     return n_tokens / kLaneTokens * (cols / kQ8_0BlockSize) * sizeof(TokenLanes);
 }
 
+// Q8_0 activations of 2+ tokens widened to pairs (TokenPairs, then their F32 scales), for
+// the products that read them; in a workspace they follow the lanes.
+std::size_t token_pairs_bytes(const WeightFormat& f, std::size_t cols, std::size_t n_tokens) {
+    if (f.activation != ActivationType::q8_0 || n_tokens < 2) return 0;
+    const std::size_t blocks = n_tokens * (cols / kQ8_0BlockSize);
+    return blocks * sizeof(TokenPairs) + AlignedBuffer::round_up(blocks * sizeof(float));
+}
+
 }  // namespace
 
 std::size_t activation_workspace_bytes(GgmlType weight_type, std::size_t cols, std::size_t n_tokens) {
     if (weight_type == GgmlType::F32) return 0;
-    return activation_row_bytes(weight_type, cols) * n_tokens + token_lanes_bytes(fast_format(weight_type), cols, n_tokens);
+    const WeightFormat& f = fast_format(weight_type);
+    return activation_row_bytes(weight_type, cols) * n_tokens + token_lanes_bytes(f, cols, n_tokens) +
+           token_pairs_bytes(f, cols, n_tokens);
 }
 
 std::size_t widest_activation_workspace_bytes(std::size_t cols, std::size_t n_tokens) {
@@ -126,6 +136,16 @@ ConvertedActivations convert_activations(const KernelSet& k, ThreadPool& pool, G
         });
         out.token_lanes = lanes;
     }
+    if (k.pack_token_pairs && token_pairs_bytes(format, cols, n_tokens) > 0) {
+        auto* pairs = reinterpret_cast<TokenPairs*>(base + stride * n_tokens + token_lanes_bytes(format, cols, n_tokens));
+        const std::size_t n_blocks = cols / kQ8_0BlockSize;
+        float* scales = reinterpret_cast<float*>(pairs + n_tokens * n_blocks);
+        pool.for_chunks(n_tokens, conversion_grain(cols), [&](std::size_t t0, std::size_t t1) {
+            k.pack_token_pairs(base + t0 * stride, stride, t1 - t0, cols, pairs + t0 * n_blocks, scales + t0 * n_blocks);
+        });
+        out.token_pairs = pairs;
+        out.token_pair_scales = scales;
+    }
     return out;
 }
 
@@ -144,7 +164,8 @@ void matmul(const KernelSet& k, ThreadPool& pool, const WeightMatrix& w, const C
                                 weight_row_bytes(format, w.cols), w.row_bytes));
     }
     const MatmulTask task{w.data, w.row_bytes, w.cols, x.data, x.row_bytes, x.n_tokens, y, y_stride ? y_stride : w.rows,
-                          sum_order(w.type, x.n_tokens, w.rows, w.cols), x.token_lanes};
+                          sum_order(w.type, x.n_tokens, w.rows, w.cols), x.token_lanes, x.token_pairs,
+                          x.token_pair_scales};
     const std::size_t groups = (w.rows + kRowGroup - 1) / kRowGroup;
     // About eight chunks per thread: small enough to balance, large enough to stream.
     const std::size_t grain = std::max<std::size_t>(1, groups / (8 * static_cast<std::size_t>(pool.threads())));

@@ -37,7 +37,8 @@ bool has_matmul(gguf::GgmlType weight_type);
 
 // Bytes of one token's converted activations (rounded up to 64), and of the workspace
 // that convert_activations needs for n_tokens of them (0 for F32 weights; for weights
-// whose product takes Q8_0 activations, with room for their tokens packed in lanes).
+// whose product takes Q8_0 activations, with room for their tokens packed in lanes and
+// widened to pairs).
 std::size_t activation_row_bytes(gguf::GgmlType weight_type, std::size_t cols);
 std::size_t activation_workspace_bytes(gguf::GgmlType weight_type, std::size_t cols, std::size_t n_tokens);
 // The largest of those over every format of the table, for products of up to `cols`.
@@ -53,6 +54,10 @@ struct ConvertedActivations {
     // Q8_0 activations, when the kernel set packs them (KernelSet::pack_token_lanes): whole
     // chunks of sixteen tokens with the token in the lane, after the rows.
     const TokenLanes* token_lanes = nullptr;
+    // Q8_0 activations of 2+ tokens, when the kernel set widens them
+    // (KernelSet::pack_token_pairs): after the lanes.
+    const TokenPairs* token_pairs = nullptr;
+    const float* token_pair_scales = nullptr;
 };
 
 // Converts x [n_tokens, cols] (row-major F32) for products with `weight_type` weights.

@@ -7,9 +7,11 @@
 // slab, and 2x4 tiles of (rows, tokens) walk them. A kernel K says how its operands are
 // stored and multiplied:
 //   K::Slab, K::Pack                   views of the unpacked rows and the packed tokens
-//   K::Buffers                         stack storage for one of each: slab(), pack()
+//   K::Buffers                         stack storage for a slab (slab()) and a pack
 //   K::kSlabBlocks, K::kPackBlocks     their capacities in blocks; K::kChunkTokens
-//   K::unpack_rows<W>(task, first, count, slab), K::pack_tokens(task, first, count, pack)
+//   K::unpack_rows<W>(task, first, count, slab)
+//   K::pack_tokens(task, first, count, buffers)   the chunk's tokens, packed into the
+//                                      buffers or a view of the product's own packing
 //   K::tile<R, T>(task, slab, k, r0, pack, j, t0)  rows k.. x tokens j.. of the chunk at t0
 #pragma once
 
@@ -50,13 +52,12 @@ bool q8_0_prompt_walk(const MatmulTask& task, std::size_t row_begin, std::size_t
     const std::size_t chunk = K::kPackBlocks / n_blocks < K::kChunkTokens ? K::kPackBlocks / n_blocks : K::kChunkTokens;
     typename K::Buffers buffers;
     const typename K::Slab rows = buffers.slab();
-    const typename K::Pack tokens = buffers.pack();
     for (std::size_t first = row_begin; first < row_end; first += slab_rows) {
         const std::size_t count = row_end - first < slab_rows ? row_end - first : slab_rows;
         K::template unpack_rows<W>(task, first, count, rows);
         for (std::size_t t0 = 0; t0 < task.n_tokens; t0 += chunk) {
             const std::size_t n = task.n_tokens - t0 < chunk ? task.n_tokens - t0 : chunk;
-            K::pack_tokens(task, t0, n, tokens);
+            const typename K::Pack tokens = K::pack_tokens(task, t0, n, buffers);
             std::size_t k = 0;
             for (; k + kWalkTileRows <= count; k += kWalkTileRows)
                 q8_0_tile_row<K, kWalkTileRows>(task, rows, k, first, tokens, n, t0);

@@ -2,7 +2,8 @@
 // this CPU runs against plain references: F32 -> F16 and F32 -> BF16 rounding (model-math
 // §2.1) and the x86 runtime Q8_0 quantizer (§2.2), over random values and edge cases
 // (exact ties, subnormals, overflow, infinities, NaN, signed zeros, every tail length),
-// and the Q8_K quantizer of the K-quant products (quantize_row_q8_K_ref, §2.8).
+// its Q8_1 variant (the sum's s), and the Q8_K quantizer of the K-quant products
+// (quantize_row_q8_K_ref, §2.8).
 // All of these must be bit-exact: the tolerance is zero.
 #include <doctest/doctest.h>
 
@@ -177,6 +178,42 @@ TEST_CASE("quantize Q8_0: x86 runtime rule, bit-exact in every kernel set") {
     CHECK((t.qs[6] == 0 && t.qs[7] == -2 && t.qs[8] == 126 && t.qs[9] == -126 && t.qs[10] == 4 && t.qs[11] == 4));
 }
 
+TEST_CASE("quantize Q8_1: the Q8_0 rule's bytes and s = fp16(d * sum) in every kernel set") {
+    std::mt19937 rng(5);
+    std::vector<float> x;
+    for (int b = 0; b < 64; ++b) {
+        const auto block = random_floats(rng, 32, b % 2 ? 3.0f : 0.01f);
+        x.insert(x.end(), block.begin(), block.end());
+    }
+    x.insert(x.end(), 32, 0.0f);  // all zero: d = 0, s = 0
+    std::vector<float> ties = {127.0f, -14.5f, -12.5f, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 126.5f, -126.5f};
+    ties.resize(32, 0.25f);  // amax 127: id 1, exact ties to even
+    x.insert(x.end(), ties.begin(), ties.end());
+    std::vector<float> odd(32, 0.0f);  // s of a non-zero sum
+    for (int j = 0; j < 32; ++j) odd[j] = static_cast<float>(j % 7) - 1.25f;
+    x.insert(x.end(), odd.begin(), odd.end());
+    const std::size_t n = x.size();
+    std::vector<fast::BlockQ8_0> want(n / 32);
+    ref_quantize_q8_0(x.data(), want.data(), n);
+    for (const auto& k : runnable_kernel_sets()) {
+        CAPTURE(k.description);
+        std::vector<fast::BlockQ8_1> got(n / 32);
+        k.quantize_row_q8_1(x.data(), got.data(), n);
+        for (std::size_t b = 0; b < got.size(); ++b) {
+            CAPTURE(b);
+            float amax = 0.0f;
+            int sum = 0;
+            for (int j = 0; j < 32; ++j) {
+                amax = std::max(amax, std::fabs(x[32 * b + j]));
+                sum += want[b].qs[j];
+            }
+            REQUIRE(got[b].d == want[b].d);
+            for (int j = 0; j < 32; ++j) REQUIRE(got[b].qs[j] == want[b].qs[j]);
+            REQUIRE(got[b].s == ref_float_to_half(amax / 127.0f * static_cast<float>(sum)));
+        }
+    }
+}
+
 TEST_CASE("quantize Q8_0: non-finite blocks give the same bytes in every kernel set") {
     std::vector<float> x(96, 1.0f);
     x[5] = std::numeric_limits<float>::infinity();         // block 0: d = inf
@@ -192,6 +229,21 @@ TEST_CASE("quantize Q8_0: non-finite blocks give the same bytes in every kernel 
         results.push_back(got);
     }
     for (const auto& r : results) CHECK(std::memcmp(r.data(), results.front().data(), 3 * sizeof(fast::BlockQ8_0)) == 0);
+}
+
+TEST_CASE("quantize Q8_1: non-finite blocks give the same bytes in every kernel set") {
+    std::vector<float> x(96, 1.0f);
+    x[5] = std::numeric_limits<float>::infinity();
+    x[32 + 9] = std::numeric_limits<float>::quiet_NaN();
+    x[64 + 3] = -std::numeric_limits<float>::infinity();
+    std::vector<std::vector<fast::BlockQ8_1>> results;
+    for (const auto& k : runnable_kernel_sets()) {
+        std::vector<fast::BlockQ8_1> got(3);
+        k.quantize_row_q8_1(x.data(), got.data(), x.size());
+        for (int j = 0; j < 32; ++j) CHECK(got[1].qs[j] == -128);
+        results.push_back(got);
+    }
+    for (const auto& r : results) CHECK(std::memcmp(r.data(), results.front().data(), 3 * sizeof(fast::BlockQ8_1)) == 0);
 }
 
 namespace {

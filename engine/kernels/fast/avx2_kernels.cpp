@@ -92,6 +92,41 @@ void quantize_row_q8_0(const float* x, BlockQ8_0* y, std::size_t n) {
     }
 }
 
+// quantize_row_q8_0's blocks (above) with s = fp16(d * sum of the quants), d = amax / 127 in
+// F32: scalar_quants.cpp's quantize_row_q8_1, the x86 runtime rule.
+void quantize_row_q8_1(const float* x, BlockQ8_1* y, std::size_t n) {
+    const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (std::size_t b = 0; b < n / 32; ++b) {
+        const float* xb = x + b * 32;
+        __m256 v[4];
+        __m256i amax = _mm256_setzero_si256();
+        for (int i = 0; i < 4; ++i) {
+            v[i] = _mm256_loadu_ps(xb + 8 * i);
+            amax = _mm256_max_epu32(amax, _mm256_and_si256(_mm256_castps_si256(v[i]), abs_mask));
+        }
+        __m128i m = _mm_max_epu32(_mm256_castsi256_si128(amax), _mm256_extracti128_si256(amax, 1));
+        m = _mm_max_epu32(m, _mm_shuffle_epi32(m, 0x4E));
+        m = _mm_max_epu32(m, _mm_shuffle_epi32(m, 0xB1));
+        const float max_abs = _mm_cvtss_f32(_mm_castsi128_ps(m));
+        const float d = max_abs / 127.0f;
+        y[b].d = static_cast<std::uint16_t>(_cvtss_sh(d, 0));
+        const __m256 id = _mm256_set1_ps(max_abs != 0.0f ? 127.0f / max_abs : 0.0f);
+        __m256i q[4];
+        for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));  // round half to even
+        const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        const __m256i bytes = _mm256_permutevar8x32_epi32(packed, order);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), bytes);
+        // the sum of the stored (saturated) bytes, exact in int32
+        const __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), bytes);
+        const __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+        y[b].s = static_cast<std::uint16_t>(_cvtss_sh(d * static_cast<float>(_mm_cvtsi128_si32(s4)), 0));
+    }
+}
+
 // quantize_row_q8_K_ref's operations on each super-block (scalar_quants.cpp, model-math
 // §2.8): the first element of largest magnitude m, iscale = -127 / m, q = min(127,
 // nearest_int(iscale * x)) by the same 1.5 * 2^23 trick (so a NaN or infinite product

@@ -64,6 +64,7 @@ KernelSet avx2_set() {
     set_matmul(k, GgmlType::BF16, avx2::bf16_matmul_rows);
     set_matmul(k, GgmlType::F32, avx2::f32_matmul_rows);
     set_shared_quant_kernels(k);
+    k.quantize_row_q8_1 = avx2::quantize_row_q8_1;
     k.quantize_row_q8_K = avx2::quantize_row_q8_K;
     k.pack_token_pairs = avx2::pack_token_pairs;  // for the Q8_0 / Q4_0 / Q5_0 prompts
     set_matmul(k, GgmlType::Q4_0, avx2::q4_0_matmul_rows);

@@ -47,6 +47,7 @@ void q6_k_matmul_rows(const MatmulTask& task, std::size_t row_begin, std::size_t
 
 namespace avx2 {  // -mavx2 -mfma -mf16c
 void quantize_row_q8_0(const float* x, BlockQ8_0* y, std::size_t n);
+void quantize_row_q8_1(const float* x, BlockQ8_1* y, std::size_t n);
 void quantize_row_q8_K(const float* x, BlockQ8_K* y, std::size_t n);
 void pack_token_pairs(const std::byte* acts, std::size_t row_bytes, std::size_t n_tokens, std::size_t n, TokenPairs* pairs,
                       float* scales);

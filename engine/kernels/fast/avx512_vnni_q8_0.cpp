@@ -341,7 +341,9 @@ void rows_in_lanes_then_pairs(const MatmulTask& task, std::size_t row_begin, std
     const std::size_t done = task.n_tokens > 1 ? token_lane_rows<W>(task, row_begin, row_end) : 0;
     if (done == task.n_tokens) return;
     MatmulTask rest = task;
-    rest.token_lanes = nullptr;
+    rest.token_lanes = nullptr;  // the per-product packs start at token 0, rest does not
+    rest.token_pairs = nullptr;
+    rest.token_pair_scales = nullptr;
     rest.acts += done * task.act_row_bytes;
     rest.n_tokens -= done;
     rest.out += done * task.out_stride;

@@ -138,8 +138,10 @@ template <typename P>
 struct VecDotTile {
     static constexpr int kAccumulators = static_cast<int>(64 / P::kChunk);
 
+    // Inlined into the walk: attention's scores are one 64-element output a call, whose
+    // fold no call boundary should keep from overlapping the next.
     template <int R, int T>
-    static void run(const MatmulTask& task, std::size_t r0, std::size_t t0) {
+    [[gnu::always_inline]] static inline void run(const MatmulTask& task, std::size_t r0, std::size_t t0) {
         const TileRows<typename P::Element, R, T> rows(task, r0, t0);
         typename P::Accumulator acc[R][T][kAccumulators];
         for (int r = 0; r < R; ++r)

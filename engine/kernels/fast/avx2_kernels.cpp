@@ -65,57 +65,47 @@ struct Q8_0Tile {
     static void run(const MatmulTask& task, std::size_t r0, std::size_t t0) { q8_0_tile<R, T>(task, r0, t0); }
 };
 
+// One block of 32 by the x86 runtime rule: max_abs the largest |x| on the bit patterns (a
+// NaN wins, see the scalar variant), id = 127 / max_abs (0 for 0), q = cvtps2dq(x * id)
+// (round half to even) saturated by packs, in element order in the returned register.
+__m256i quantize_block_q8(const float* xb, float& max_abs) {
+    const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
+    __m256 v[4];
+    __m256i amax = _mm256_setzero_si256();
+    for (int i = 0; i < 4; ++i) {
+        v[i] = _mm256_loadu_ps(xb + 8 * i);
+        amax = _mm256_max_epu32(amax, _mm256_and_si256(_mm256_castps_si256(v[i]), abs_mask));
+    }
+    __m128i m = _mm_max_epu32(_mm256_castsi256_si128(amax), _mm256_extracti128_si256(amax, 1));
+    m = _mm_max_epu32(m, _mm_shuffle_epi32(m, 0x4E));
+    m = _mm_max_epu32(m, _mm_shuffle_epi32(m, 0xB1));
+    max_abs = _mm_cvtss_f32(_mm_castsi128_ps(m));
+    const __m256 id = _mm256_set1_ps(max_abs != 0.0f ? 127.0f / max_abs : 0.0f);
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
+    const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    return _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
 }  // namespace
 
 void quantize_row_q8_0(const float* x, BlockQ8_0* y, std::size_t n) {
-    const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (std::size_t b = 0; b < n / kQ8_0BlockSize; ++b) {
-        const float* xb = x + b * kQ8_0BlockSize;
-        __m256 v[4];
-        __m256i amax = _mm256_setzero_si256();
-        for (int i = 0; i < 4; ++i) {
-            v[i] = _mm256_loadu_ps(xb + 8 * i);
-            amax = _mm256_max_epu32(amax, _mm256_and_si256(_mm256_castps_si256(v[i]), abs_mask));
-        }
-        // max of |x| on the bit patterns (a NaN wins, see the scalar variant)
-        __m128i m = _mm_max_epu32(_mm256_castsi256_si128(amax), _mm256_extracti128_si256(amax, 1));
-        m = _mm_max_epu32(m, _mm_shuffle_epi32(m, 0x4E));
-        m = _mm_max_epu32(m, _mm_shuffle_epi32(m, 0xB1));
-        const float max_abs = _mm_cvtss_f32(_mm_castsi128_ps(m));
+        float max_abs;
+        const __m256i bytes = quantize_block_q8(x + b * kQ8_0BlockSize, max_abs);
         y[b].d = static_cast<std::uint16_t>(_cvtss_sh(max_abs / 127.0f, 0));
-        const __m256 id = _mm256_set1_ps(max_abs != 0.0f ? 127.0f / max_abs : 0.0f);
-        __m256i q[4];
-        for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));  // round half to even
-        const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), _mm256_permutevar8x32_epi32(packed, order));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), bytes);
     }
 }
 
-// quantize_row_q8_0's blocks (above) with s = fp16(d * sum of the quants), d = amax / 127 in
-// F32: scalar_quants.cpp's quantize_row_q8_1, the x86 runtime rule.
+// quantize_row_q8_0's blocks with s = fp16(d * sum of the quants), d = amax / 127 in F32:
+// scalar_quants.cpp's quantize_row_q8_1, the x86 runtime rule.
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, std::size_t n) {
-    const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (std::size_t b = 0; b < n / 32; ++b) {
-        const float* xb = x + b * 32;
-        __m256 v[4];
-        __m256i amax = _mm256_setzero_si256();
-        for (int i = 0; i < 4; ++i) {
-            v[i] = _mm256_loadu_ps(xb + 8 * i);
-            amax = _mm256_max_epu32(amax, _mm256_and_si256(_mm256_castps_si256(v[i]), abs_mask));
-        }
-        __m128i m = _mm_max_epu32(_mm256_castsi256_si128(amax), _mm256_extracti128_si256(amax, 1));
-        m = _mm_max_epu32(m, _mm_shuffle_epi32(m, 0x4E));
-        m = _mm_max_epu32(m, _mm_shuffle_epi32(m, 0xB1));
-        const float max_abs = _mm_cvtss_f32(_mm_castsi128_ps(m));
+        float max_abs;
+        const __m256i bytes = quantize_block_q8(x + b * 32, max_abs);
         const float d = max_abs / 127.0f;
         y[b].d = static_cast<std::uint16_t>(_cvtss_sh(d, 0));
-        const __m256 id = _mm256_set1_ps(max_abs != 0.0f ? 127.0f / max_abs : 0.0f);
-        __m256i q[4];
-        for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));  // round half to even
-        const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-        const __m256i bytes = _mm256_permutevar8x32_epi32(packed, order);
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), bytes);
         // the sum of the stored (saturated) bytes, exact in int32
         const __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), bytes);
@@ -130,8 +120,8 @@ void quantize_row_q8_1(const float* x, BlockQ8_1* y, std::size_t n) {
 // quantize_row_q8_K_ref's operations on each super-block (scalar_quants.cpp, model-math
 // §2.8): the first element of largest magnitude m, iscale = -127 / m, q = min(127,
 // nearest_int(iscale * x)) by the same 1.5 * 2^23 trick (so a NaN or infinite product
-// gives the same integer), stored as its low byte, the sixteen sums and d = 1 / iscale. Blocks holding a NaN, or only zeros, are
-// the scalar variant's.
+// gives the same integer), stored as its low byte, the sixteen sums and d = 1 / iscale.
+// Blocks holding a NaN, or only zeros, are the scalar variant's.
 void quantize_row_q8_K(const float* x, BlockQ8_K* y, std::size_t n) {
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
     const __m256 shift = _mm256_set1_ps(12582912.0f);

@@ -104,6 +104,27 @@ struct Widening {
         return {buffers.pack_q, buffers.pack_d};
     }
 
+    // The tile's scale products d_w * d_a for blocks [b0, b0 + n): product (r, t) of block
+    // b0 + i at out[(r * T + t) * kScaleGroup + i]. Eight blocks a vmulps, so the block loop
+    // reads each output's product with a broadcast load (load ports) instead of a vmulps on
+    // the two pipes its madds, conversion and FMA already fill (measured on Zen 3).
+    static constexpr std::size_t kScaleGroup = 32;
+    template <int R, int T>
+    static void scale_products(const float* const (&wd)[R], const float* const (&ad)[T], std::size_t b0,
+                               std::size_t n, float* out) {
+        std::size_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            for (int r = 0; r < R; ++r) {
+                const __m256 dw = _mm256_loadu_ps(wd[r] + b0 + i);
+                for (int t = 0; t < T; ++t)
+                    _mm256_store_ps(out + (r * T + t) * kScaleGroup + i, _mm256_mul_ps(dw, _mm256_loadu_ps(ad[t] + b0 + i)));
+            }
+        }
+        for (; i < n; ++i)
+            for (int r = 0; r < R; ++r)
+                for (int t = 0; t < T; ++t) out[(r * T + t) * kScaleGroup + i] = wd[r][b0 + i] * ad[t][b0 + i];
+    }
+
     // R widened rows (from slab row k) x T widened tokens (from chunk token j); the outputs
     // go to task row r0 + k.., token t0 + j...
     template <int R, int T>
@@ -129,24 +150,28 @@ struct Widening {
         for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
             for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-        for (std::size_t b = 0; b < n_blocks; ++b) {
-            __m256i w0[R], w1[R];
-            __m256 d[R];
+        alignas(32) float scales[R * T * kScaleGroup];
+        for (std::size_t b0 = 0; b0 < n_blocks; b0 += kScaleGroup) {
+            const std::size_t n = n_blocks - b0 < kScaleGroup ? n_blocks - b0 : kScaleGroup;
+            scale_products<R, T>(wd, ad, b0, n, scales);
+            for (std::size_t i = 0; i < n; ++i) {
+                const std::size_t b = b0 + i;
+                __m256i w0[R], w1[R];
 #pragma GCC unroll 8
-            for (int r = 0; r < R; ++r) {
-                w0[r] = _mm256_load_si256(&w[r][b].q[0]);
-                w1[r] = _mm256_load_si256(&w[r][b].q[1]);
-                d[r] = _mm256_broadcast_ss(wd[r] + b);
-            }
-#pragma GCC unroll 4
-            for (int t = 0; t < T; ++t) {
-                const __m256i x0 = _mm256_load_si256(&a[t][b].q[0]);
-                const __m256i x1 = _mm256_load_si256(&a[t][b].q[1]);
-                const __m256 dt = _mm256_broadcast_ss(ad[t] + b);
-#pragma GCC unroll 2
                 for (int r = 0; r < R; ++r) {
-                    const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(x0, w0[r]), _mm256_madd_epi16(x1, w1[r]));
-                    acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(d[r], dt), _mm256_cvtepi32_ps(s), acc[r][t]);
+                    w0[r] = _mm256_load_si256(&w[r][b].q[0]);
+                    w1[r] = _mm256_load_si256(&w[r][b].q[1]);
+                }
+#pragma GCC unroll 4
+                for (int t = 0; t < T; ++t) {
+                    const __m256i x0 = _mm256_load_si256(&a[t][b].q[0]);
+                    const __m256i x1 = _mm256_load_si256(&a[t][b].q[1]);
+#pragma GCC unroll 2
+                    for (int r = 0; r < R; ++r) {
+                        const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(x0, w0[r]), _mm256_madd_epi16(x1, w1[r]));
+                        const __m256 d = _mm256_broadcast_ss(scales + (r * T + t) * kScaleGroup + i);
+                        acc[r][t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc[r][t]);
+                    }
                 }
             }
         }

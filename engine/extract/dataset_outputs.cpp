@@ -21,7 +21,6 @@ namespace json = boost::json;
 struct Progress {
     RunPoint point;
     std::map<std::string, std::uint64_t> bytes;
-    bool fresh = false;  // written before a fresh run's first file: nothing to keep yet
 };
 
 // The progress of an earlier run with the same key, if any.
@@ -35,11 +34,8 @@ std::optional<Progress> read_progress(const fs::path& dir, const std::string& ru
     const json::object& o = v.as_object();
     const json::value* key = o.if_contains("run_key");
     if (!key || !key->is_string() || key->as_string() != run_key) return std::nullopt;
-    if (const json::value* fresh = o.if_contains("fresh"); fresh && fresh->is_bool() && fresh->as_bool()) {
-        Progress p;
-        p.fresh = true;
-        return p;
-    }
+    // written before a fresh run's first file: nothing to keep yet
+    if (const json::value* fresh = o.if_contains("fresh"); fresh && fresh->is_bool() && fresh->as_bool()) return std::nullopt;
     try {
         Progress p;
         p.point.samples = o.at("samples").to_number<std::size_t>();
@@ -58,8 +54,7 @@ std::optional<Progress> read_progress(const fs::path& dir, const std::string& ru
 
 DatasetOutputs::DatasetOutputs(fs::path dir, std::vector<ArrayPlan> arrays, bool targets, std::string run_key)
     : dir_(std::move(dir)), plans_(std::move(arrays)), run_key_(std::move(run_key)) {
-    std::optional<Progress> progress = read_progress(dir_, run_key_);
-    if (progress && progress->fresh) progress.reset();  // killed before its first checkpoint: start over
+    const std::optional<Progress> progress = read_progress(dir_, run_key_);
     // A fresh run records its key before it creates a file, so a process killed before
     // the first checkpoint below leaves a directory the same command resumes (from nothing).
     if (!progress) write_file_atomically(dir_ / kProgressName, strict_json(json::object{{"run_key", run_key_}, {"fresh", true}}) + "\n");
